@@ -1,0 +1,13 @@
+"""Exchanges turned into tables."""
+
+from .pairs import pairs_frame
+
+TABLES = {"pairs": pairs_frame}
+
+
+def build_table(exchanges, table="pairs"):
+    try:
+        build = TABLES[table]
+    except KeyError:
+        raise ValueError(f"unknown table {table!r}; choose from {', '.join(TABLES)}") from None
+    return build(exchanges)

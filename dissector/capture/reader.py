@@ -1,0 +1,128 @@
+"""Opening a capture file: sniff its format, read it in large chunks, hand out Packets."""
+
+import gzip
+import os
+import zlib
+from collections.abc import Iterator
+
+from dissector.capture import pcap, pcapng
+from dissector.capture.packet import Packet
+from dissector.errors import CaptureError
+
+CHUNK = 1024 * 1024
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+class Source:
+    """Chunked reads from the (possibly decompressed) stream, shared by the format parsers.
+
+    Parsers keep their own buffer and call `refill` only when a record does not fit in it.
+    """
+
+    def __init__(self, path: str, stream, warnings: list[str]):
+        self.path = path
+        # GzipFile.read() drops what it decompressed when the stream turns out cut short;
+        # read1() hands that over first and raises EOFError only on the next call.
+        self._read = getattr(stream, "read1", stream.read)
+        self.warnings = warnings
+        self.eof = False
+
+    def refill(self, buf: bytes, pos: int, need: int, frame: int, offset: int) -> bytes:
+        """Return buf[pos:] extended to at least `need` bytes, or to the end of the stream."""
+        parts = [buf[pos:]]
+        have = len(parts[0])
+        while have < need and not self.eof:
+            try:
+                chunk = self._read(max(CHUNK, need - have))
+            except EOFError:
+                # gzip stream without its end marker: what was decompressed is still good
+                self.eof = True
+                self.warnings.append("compressed stream ends early (truncated capture)")
+                break
+            except (OSError, zlib.error) as e:
+                raise CaptureError(self.path, f"cannot read: {e}", frame, offset) from e
+            if not chunk:
+                self.eof = True
+                break
+            parts.append(chunk)
+            have += len(chunk)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def truncated(self, frame: int, offset: int) -> None:
+        self.warnings.append(
+            f"file ends in the middle of frame {frame} at offset {offset} (truncated capture)"
+        )
+
+
+class PacketReader:
+    """An iterable of Packet over one capture file (pcap or pcapng, optionally gzip-compressed).
+
+    `bytes_read` and `total_bytes` measure the file on disk (compressed bytes for gzip), for
+    progress reporting. Byte offsets in errors and warnings are offsets in the capture stream,
+    which for gzip means the decompressed data. Iterate once; use as a context manager.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = os.fspath(path)
+        self.warnings: list[str] = []
+        self.format = ""  # "pcap" or "pcapng"
+        self.compressed = False
+        self._raw = open(self.path, "rb", buffering=0)  # noqa: SIM115 - closed by close()
+        self._stream = self._raw
+        try:
+            self.total_bytes = os.fstat(self._raw.fileno()).st_size
+            self._packets = self._open()
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self) -> Iterator[Packet]:
+        head = self._raw.read(CHUNK)
+        if not head:
+            raise CaptureError(self.path, "empty file, not a capture", frame=1, offset=0)
+        if head[:2] == GZIP_MAGIC:
+            self._raw.seek(0)
+            self._stream = gzip.GzipFile(fileobj=self._raw, mode="rb")
+            self.compressed = True
+        src = Source(self.path, self._stream, self.warnings)
+        if self.compressed:
+            head = src.refill(b"", 0, CHUNK, 1, 0)
+            if not head:
+                raise CaptureError(self.path, "empty compressed file", frame=1, offset=0)
+        magic = bytes(head[:4])
+        if magic in pcap.MAGICS:
+            self.format = "pcap"
+            packets = pcap.iter_pcap(src, head)
+        elif magic == pcapng.SHB_MAGIC:
+            self.format = "pcapng"
+            packets = pcapng.iter_pcapng(src, head)
+        else:
+            raise CaptureError(
+                self.path, f"not a capture file (unknown magic {magic.hex()})", frame=1, offset=0
+            )
+        return packets
+
+    def __iter__(self) -> Iterator[Packet]:
+        return self._packets
+
+    @property
+    def bytes_read(self) -> int:
+        if self._raw.closed:
+            return self.total_bytes
+        return self._raw.tell()
+
+    def close(self) -> None:
+        if self._stream is not self._raw:
+            self._stream.close()
+        self._raw.close()
+
+    def __enter__(self) -> "PacketReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def open_capture(path: str | os.PathLike) -> PacketReader:
+    """Open a pcap or pcapng capture, plain or gzip-compressed; CaptureError if it is neither."""
+    return PacketReader(path)

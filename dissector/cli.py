@@ -1,0 +1,102 @@
+"""kafka-dissect: the command line."""
+
+import argparse
+import sys
+import traceback
+import warnings
+
+from . import source
+from .errors import DissectorError
+from .flow import DEFAULT_MAX_FRAME
+from .tables import build_table
+from .tables.output import FORMATS, write_table
+from .tables.summary import summary_text
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="kafka-dissect", description="Kafka wire-protocol dissector and traffic analyzer"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    analyze = sub.add_parser("analyze", help="decode capture files and summarise the traffic")
+    analyze.add_argument("captures", nargs="+", help="pcap or pcapng files (optionally .gz)")
+    analyze.add_argument(
+        "--port",
+        type=int,
+        action="append",
+        default=[],
+        help="broker port (repeatable); default: find Kafka on any port",
+    )
+    analyze.add_argument("-o", "--output", help=f"write the table to a file ({', '.join(FORMATS)})")
+    analyze.add_argument(
+        "--max-frame",
+        type=int,
+        default=DEFAULT_MAX_FRAME,
+        help="largest Kafka frame accepted, in bytes (default %(default)s)",
+    )
+    progress = analyze.add_mutually_exclusive_group()
+    progress.add_argument(
+        "--progress", action="store_true", default=None, help="always show progress"
+    )
+    progress.add_argument(
+        "--no-progress", dest="progress", action="store_false", help="never show progress"
+    )
+    analyze.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    return parser
+
+
+def analyze(args):
+    frames = []
+    for path in args.captures:
+        dissection = source.dissect(path, args.port, args.max_frame, args.progress)
+        current = dissection
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                pairs = build_table(dissection, "pairs")
+            for w in caught:
+                print(f"kafka-dissect: warning: {w.message}", file=sys.stderr)
+        except DissectorError:
+            raise
+        except Exception as e:  # a bug: say where, without a traceback unless asked
+            if args.debug:
+                traceback.print_exc()
+            raise DissectorError(
+                f"{path}: internal error at frame {current.frame}: {type(e).__name__}: {e}"
+            ) from e
+        d = dissection.dissector
+        title = (
+            f"{path}: {d.packets} packets, {d.connections} TCP connections examined, "
+            f"{d.kafka_connections} Kafka, {len(pairs)} exchanges"
+        )
+        print(summary_text(pairs, title))
+        print()
+        if len(args.captures) > 1:
+            pairs.insert(0, "capture", str(path))
+        frames.append(pairs)
+    if args.output:
+        import pandas as pd
+
+        table = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+        write_table(table, args.output)
+        print(f"wrote {len(table)} rows to {args.output}")
+    return 0
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    try:
+        return analyze(args)
+    except DissectorError as e:
+        print(f"kafka-dissect: error: {e}", file=sys.stderr)
+        return 2
+    except (ValueError, OSError) as e:
+        print(f"kafka-dissect: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("kafka-dissect: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""The sans-I/O core: packets in, exchanges out. Files, live capture and Spark all drive it."""
+
+from .net.decode import NetDecoder
+from .session.conversation import Conversation
+from .tcp import StreamData, StreamEnd, StreamGap, TcpTracker
+
+DEFAULT_MAX_FRAME = 128 * 1024 * 1024  # above Kafka's default socket.request.max.bytes
+
+
+class Dissector:
+    """Feed packets in capture order; collect the exchanges each call returns.
+
+    ports: broker ports. When given, only connections to them are dissected, and they are
+    taken as Kafka without further checks. When empty, every TCP connection is examined and
+    kept if its first request decodes.
+    """
+
+    def __init__(self, ports=(), max_frame=DEFAULT_MAX_FRAME):
+        self.ports = frozenset(ports)
+        self.max_frame = max_frame
+        self.net = NetDecoder()
+        self.tcp = TcpTracker(broker_ports=self.ports)
+        self.conversations = {}  # connection id -> Conversation
+        self.packets = 0
+        self.segments = 0
+        self.connections = 0
+        self.kafka_connections = 0
+        self.malformed = 0
+        self.skipped_bytes = 0
+
+    def feed(self, packet):
+        self.packets += 1
+        seg = self.net.decode(packet)
+        if seg is None:
+            return []
+        if self.ports and seg.sport not in self.ports and seg.dport not in self.ports:
+            return []
+        self.segments += 1
+        return self._events(self.tcp.feed(seg))
+
+    def finish(self):
+        """End of capture: flush every connection; unanswered requests come out here."""
+        return self._events(self.tcp.finish())
+
+    def _events(self, events):
+        out = []
+        for ev in events:
+            conn = ev.conn
+            conv = self.conversations.get(conn.id)
+            kind = ev.__class__
+            if kind is StreamEnd:
+                if conv is not None:
+                    del self.conversations[conn.id]
+                    if not conn.ignored:
+                        out += conv.end()
+                    self._account(conv)
+                continue
+            if conn.ignored:
+                continue
+            if conv is None:
+                conv = self.conversations[conn.id] = Conversation(
+                    conn, forced=bool(self.ports), max_frame=self.max_frame
+                )
+                self.connections += 1
+            if kind is StreamData:
+                out += conv.data(ev.side, ev.data, ev.frame, ev.ts)
+            elif kind is StreamGap:
+                out += conv.gap(ev.side, ev.size, ev.frame, ev.ts)
+        return out
+
+    def _account(self, conv):
+        if conv.kafka:
+            self.kafka_connections += 1
+            self.malformed += conv.malformed
+            self.skipped_bytes += sum(conv.skipped)

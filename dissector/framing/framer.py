@@ -1,0 +1,487 @@
+"""Stage 4: split one side's byte stream into Kafka frames (int32 big-endian size + body).
+
+Every byte fed ends up in exactly one Frame (4 + len(data) bytes) or one Skipped. Bytes known
+to be missing (gaps) are counted in offsets but belong to neither.
+"""
+
+import re
+import struct
+from typing import NamedTuple
+
+DEFAULT_MAX_FRAME = 256 << 20
+DEFAULT_MAX_SEARCH = 1 << 20  # skipped bytes reported at least this often while searching
+DEFAULT_LOOKAHEAD = 64  # body bytes a frame-start check gets to see, when the frame has them
+
+_i32 = struct.Struct(">i").unpack_from
+_new = tuple.__new__  # builds a NamedTuple without the Python-level __new__
+
+# Modes.
+_SYNC = 0  # at a frame boundary, nothing held
+_HEAD = 1  # part of a size prefix held
+_BODY = 2  # size known, body incomplete
+_SKIP = 3  # in a frame a gap cut: its end is known, the rest of it is skipped
+_SEARCH = 4  # lost: looking for a frame start
+_BLIND = 5  # lost, with no way to find a frame start: everything is skipped
+
+
+class Frame(NamedTuple):
+    data: bytes  # the frame body, without the 4-byte size prefix
+    offset: int  # stream offset of the size prefix
+    first_frame: int  # packet that carried the first byte of the size prefix
+    first_ts: int
+    last_frame: int  # packet that delivered the last byte
+    last_ts: int
+
+
+class Skipped(NamedTuple):
+    offset: int
+    size: int
+    reason: str  # "gap", "truncated", "bad-size" (from an impossible size on), "resync"
+    frame: int  # packet that carried the first of these bytes
+    ts: int
+
+
+class Framer:
+    """Frames of one side of one connection.
+
+    is_frame_start(buf, pos, size) -> bool tells whether a frame of that size whose body starts
+    at buf[pos] is believable; buf holds at least min(size, lookahead) bytes from pos, except
+    just before a gap or the end of the stream, where it holds what there is. Without it the
+    framer cannot find its way back once lost, and skips everything after.
+    synced=False starts in search mode (the capture began mid-stream).
+    """
+
+    __slots__ = (
+        "max_frame",
+        "is_frame_start",
+        "max_search",
+        "lookahead",
+        "frames",
+        "bytes_framed",
+        "bytes_skipped",
+        "bytes_missing",
+        "_cand",
+        "_mode",
+        "_off",
+        "_hparts",
+        "_chunks",
+        "_need",
+        "_size",
+        "_fstart",
+        "_fframe",
+        "_fts",
+        "_sbuf",
+        "_soff",
+        "_sfr",
+        "_sscan",
+        "_sreason",
+        "_koff",
+        "_kn",
+        "_kreason",
+        "_kframe",
+        "_kts",
+    )
+
+    def __init__(
+        self,
+        max_frame=DEFAULT_MAX_FRAME,
+        is_frame_start=None,
+        synced=True,
+        max_search=DEFAULT_MAX_SEARCH,
+        lookahead=DEFAULT_LOOKAHEAD,
+    ):
+        self.max_frame = max(0, min(max_frame, 0x7FFFFFFF))
+        self.is_frame_start = is_frame_start
+        self.max_search = max_search
+        self.lookahead = lookahead
+        self.frames = 0
+        self.bytes_framed = 0  # 4 + len(data) of every Frame
+        self.bytes_skipped = 0
+        self.bytes_missing = 0  # gap bytes: in offsets, never fed
+        # A plausible size has a small first byte: lets a regex skip most positions.
+        self._cand = re.compile(b"[\\x00-\\x%02x]" % (self.max_frame >> 24))
+        self._off = 0  # stream offset of the next byte to be fed
+        self._hparts = None  # size prefix so far: [(bytes, frame, ts)]
+        self._chunks = None  # body so far
+        self._need = 0  # body bytes still to come (_BODY) or to skip (_SKIP)
+        self._size = 0
+        self._fstart = 0  # the frame in progress: offset, first packet
+        self._fframe = 0
+        self._fts = 0
+        self._sbuf = bytearray()  # search: bytes not yet ruled out as a frame start
+        self._soff = 0
+        self._sfr = []  # search: (position in _sbuf, frame, ts) where each packet's bytes begin
+        self._sscan = 0  # search: first position of _sbuf not yet tried
+        self._sreason = "resync"
+        self._kn = 0  # skipped bytes not reported yet, contiguous from _koff
+        self._koff = 0
+        self._kreason = ""
+        self._kframe = 0
+        self._kts = 0
+        self._mode = _SYNC
+        if not synced:
+            self._lose("resync")
+
+    @property
+    def offset(self):
+        """Stream offset of the next byte."""
+        return self._off
+
+    @property
+    def synced(self):
+        return self._mode < _SEARCH
+
+    def feed(self, data, frame, ts):
+        """Next bytes of the stream; returns Frames and Skipped, in stream order."""
+        n = len(data)
+        base = self._off
+        mode = self._mode
+        if mode == _BODY:
+            need = self._need
+            if n < need:  # middle of a large frame
+                self._chunks.append(data)
+                self._need = need - n
+                self._off = base + n
+                return []
+            self._off = base + n
+            chunks = self._chunks
+            chunks.append(data[:need] if need < n else data)
+            out = [
+                _new(
+                    Frame,
+                    (b"".join(chunks), self._fstart, self._fframe, self._fts, frame, ts),
+                )
+            ]
+            self.frames += 1
+            self.bytes_framed += 4 + self._size
+            self._chunks = None
+            self._mode = _SYNC
+            if need < n:
+                pos = self._sync(data, need, base, frame, ts, out)
+                if pos < n:
+                    self._run(data, pos, base, frame, ts, out)
+            return out
+        self._off = base + n
+        out = []
+        if mode == _SYNC:
+            pos = self._sync(data, 0, base, frame, ts, out)
+            if pos < n:
+                self._run(data, pos, base, frame, ts, out)
+        elif n:
+            self._run(data, 0, base, frame, ts, out)
+        return out
+
+    def gap(self, size, frame, ts):
+        """size bytes (0: unknown) are missing before the next ones fed."""
+        out = []
+        if self._mode == _SEARCH:
+            self._settle(out)
+        mode = self._mode
+        if mode == _SYNC:
+            self._lose("resync")
+        elif mode == _HEAD:
+            self._partial("gap", out)
+            self._lose("resync")
+        elif mode == _BODY:
+            self._partial("gap", out)
+            if 0 < size <= self._need:
+                # The gap ends inside this frame, whose end is known: still in step.
+                self._need -= size
+                self._chunks = None
+                self._mode = _SKIP if self._need else _SYNC
+            else:
+                self._lose("resync")
+        elif mode == _SKIP:
+            self._flush_skip(out)
+            if 0 < size <= self._need:
+                self._need -= size
+                if not self._need:
+                    self._mode = _SYNC
+            else:
+                self._lose("resync")
+        else:
+            self._reject_all(out)
+            self._flush_skip(out)
+            self._sreason = "resync"
+        self._flush_skip(out)
+        self._off += size
+        self.bytes_missing += size
+        return out
+
+    def finish(self):
+        """End of stream: a partial frame is reported as truncated."""
+        out = []
+        if self._mode == _SEARCH:
+            self._settle(out)
+        mode = self._mode
+        if mode in (_HEAD, _BODY):
+            self._partial("truncated", out)
+        elif mode >= _SEARCH:
+            self._reject_all(out)
+        self._flush_skip(out)
+        self._mode = _SYNC
+        self._chunks = None
+        self._hparts = None
+        return out
+
+    # -- in step ---------------------------------------------------------------------------
+
+    def _run(self, data, pos, base, frame, ts, out):
+        """Consume data[pos:], data[0] being at stream offset base, whatever the mode."""
+        queue = [(data, pos, base, frame, ts)]
+        while queue:
+            data, pos, base, frame, ts = queue.pop()
+            n = len(data)
+            while pos < n:
+                mode = self._mode
+                if mode == _SYNC:
+                    pos = self._sync(data, pos, base, frame, ts, out)
+                elif mode == _BODY:
+                    pos = self._body(data, pos, frame, ts, out)
+                elif mode == _HEAD:
+                    pos = self._head(data, pos, base, frame, ts, out)
+                elif mode == _SKIP:
+                    take = min(self._need, n - pos)
+                    self._skip(base + pos, take, "gap", frame, ts, out)
+                    pos += take
+                    self._need -= take
+                    if not self._need:
+                        self._flush_skip(out)
+                        self._mode = _SYNC
+                elif mode == _SEARCH:
+                    redo = self._search(data, pos, base, frame, ts, out)
+                    pos = n
+                    # A frame start was found: what follows it is framed again, in order.
+                    queue.extend(reversed(redo))
+                else:
+                    self._skip(base + pos, n - pos, self._sreason, frame, ts, out)
+                    if self._kn >= self.max_search:
+                        self._flush_skip(out)
+                    pos = n
+
+    def _sync(self, data, pos, base, frame, ts, out):
+        n = len(data)
+        mx = self.max_frame
+        append = out.append
+        nf = nb = 0
+        while True:
+            rem = n - pos
+            if rem < 4:
+                if rem:
+                    self._mode = _HEAD
+                    self._hparts = [(data[pos:], frame, ts)]
+                    self._fstart = base + pos
+                    self._fframe = frame
+                    self._fts = ts
+                    pos = n
+                break
+            size = _i32(data, pos)[0]
+            if size < 0 or size > mx:
+                self._lose("bad-size", skip_first=True)
+                break
+            end = pos + 4 + size
+            if end > n:
+                self._mode = _BODY
+                self._chunks = [data[pos + 4 :]]
+                self._size = size
+                self._need = end - n
+                self._fstart = base + pos
+                self._fframe = frame
+                self._fts = ts
+                pos = n
+                break
+            append(_new(Frame, (data[pos + 4 : end], base + pos, frame, ts, frame, ts)))
+            nf += 1
+            nb += end - pos
+            pos = end
+        self.frames += nf
+        self.bytes_framed += nb
+        return pos
+
+    def _body(self, data, pos, frame, ts, out):
+        need = self._need
+        n = len(data)
+        if n - pos < need:
+            self._chunks.append(data[pos:] if pos else data)
+            self._need = need - (n - pos)
+            return n
+        end = pos + need
+        self._chunks.append(data[pos:end])
+        out.append(Frame(b"".join(self._chunks), self._fstart, self._fframe, self._fts, frame, ts))
+        self.frames += 1
+        self.bytes_framed += 4 + self._size
+        self._chunks = None
+        self._mode = _SYNC
+        return end
+
+    def _head(self, data, pos, base, frame, ts, out):
+        parts = self._hparts
+        have = sum(len(p[0]) for p in parts)
+        take = data[pos : pos + 4 - have]
+        parts.append((take, frame, ts))
+        pos += len(take)
+        if have + len(take) < 4:
+            return pos
+        head = b"".join(p[0] for p in parts)
+        size = _i32(head, 0)[0]
+        if size < 0 or size > self.max_frame:
+            # Lost: search from the prefix's second byte, with the packets its bytes came in.
+            self._hparts = None
+            self._lose("bad-size", skip_first=True)
+            off = self._soff = self._fstart
+            sbuf = self._sbuf
+            for part, f, t in parts:
+                if self._mode == _BLIND:
+                    self._skip(off, len(part), "bad-size", f, t, out)
+                    off += len(part)
+                else:
+                    self._sfr.append((len(sbuf), f, t))
+                    sbuf += part
+            return pos
+        self._hparts = None
+        if size == 0:
+            out.append(Frame(b"", self._fstart, self._fframe, self._fts, frame, ts))
+            self.frames += 1
+            self.bytes_framed += 4
+            self._mode = _SYNC
+        else:
+            self._mode = _BODY
+            self._chunks = []
+            self._size = size
+            self._need = size
+        return pos
+
+    def _partial(self, reason, out):
+        """Report the frame in progress (prefix and body so far) as skipped."""
+        if self._mode == _HEAD:
+            have = sum(len(p[0]) for p in self._hparts)
+        else:
+            have = 4 + self._size - self._need
+        self._skip(self._fstart, have, reason, self._fframe, self._fts, out)
+        self._flush_skip(out)
+        self._hparts = None
+        self._chunks = None
+
+    # -- lost ------------------------------------------------------------------------------
+
+    def _lose(self, reason, skip_first=False):
+        self._mode = _SEARCH if self.is_frame_start is not None else _BLIND
+        self._sreason = reason
+        self._sbuf = bytearray()
+        self._sfr = []
+        self._sscan = 1 if skip_first else 0
+        self._chunks = None
+
+    def _search(self, data, pos, base, frame, ts, out):
+        """Add data[pos:] to the search buffer and look for a frame start in it."""
+        if not self._sbuf:
+            self._soff = base + pos
+        self._sfr.append((len(self._sbuf), frame, ts))
+        self._sbuf += memoryview(data)[pos:] if pos else data
+        return self._scan(out, False)
+
+    def _scan(self, out, final):
+        """Look for a frame start in the search buffer; skip the bytes ruled out.
+
+        A candidate whose check needs bytes still to come is left undecided, unless final (a
+        gap or the end follows): then it is checked with what there is.
+        Returns the pieces (bytes, 0, offset, frame, ts) from the frame start on, or [].
+        """
+        sbuf = self._sbuf
+        end = len(sbuf)
+        p = self._sscan
+        mx = self.max_frame
+        look = self.lookahead
+        check = self.is_frame_start
+        search = self._cand.search
+        found = False
+        while p < end:
+            m = search(sbuf, p)
+            if m is None:
+                p = end
+                break
+            q = m.start()
+            if q + 4 > end:
+                p = end if final else q  # else undecided until more bytes come
+                break
+            size = _i32(sbuf, q)[0]
+            if size < 0 or size > mx:
+                p = q + 1
+                continue
+            if q + 4 + min(size, look) > end and not final:
+                p = q
+                break
+            if check(sbuf, q + 4, size):
+                p = q
+                found = True
+                break
+            p = q + 1
+        if p:
+            self._reject(p, out)
+        if not found:
+            self._sscan = 0
+            if self._kn >= self.max_search:
+                self._flush_skip(out)
+            return []
+        self._flush_skip(out)
+        pieces = []
+        fr = self._sfr
+        off = self._soff
+        for i, (start, f, t) in enumerate(fr):
+            stop = fr[i + 1][0] if i + 1 < len(fr) else len(sbuf)
+            if stop > start:
+                pieces.append((bytes(sbuf[start:stop]), 0, off + start, f, t))
+        self._sbuf = bytearray()
+        self._sfr = []
+        self._sscan = 0
+        self._mode = _SYNC
+        return pieces
+
+    def _settle(self, out):
+        """Before a gap or the end: decide the search buffer with the bytes there are."""
+        while self._mode == _SEARCH and self._sbuf:
+            pieces = self._scan(out, True)
+            if not pieces:
+                break
+            for piece in pieces:
+                self._run(*piece, out)
+
+    def _reject(self, p, out):
+        """The first p bytes of the search buffer start no frame: skip them."""
+        fr = self._sfr
+        self._skip(self._soff, p, self._sreason, fr[0][1], fr[0][2], out)
+        del self._sbuf[:p]
+        self._soff += p
+        i = 0
+        while i + 1 < len(fr) and fr[i + 1][0] <= p:
+            i += 1
+        self._sfr = [(max(0, start - p), f, t) for start, f, t in fr[i:]]
+
+    def _reject_all(self, out):
+        if self._sbuf:
+            self._reject(len(self._sbuf), out)
+        self._sfr = []
+        self._sscan = 0
+
+    # -- skipped bytes ---------------------------------------------------------------------
+
+    def _skip(self, off, size, reason, frame, ts, out):
+        """Count skipped bytes, merged with the previous ones when contiguous."""
+        if not size:
+            return
+        if self._kn:
+            if self._koff + self._kn == off and self._kreason == reason:
+                self._kn += size
+                return
+            self._flush_skip(out)
+        self._koff = off
+        self._kn = size
+        self._kreason = reason
+        self._kframe = frame
+        self._kts = ts
+
+    def _flush_skip(self, out):
+        if self._kn:
+            out.append(Skipped(self._koff, self._kn, self._kreason, self._kframe, self._kts))
+            self.bytes_skipped += self._kn
+            self._kn = 0

@@ -1,0 +1,156 @@
+"""Stage 2: from captured frames to TCP segments."""
+
+import socket
+import struct
+from collections.abc import Iterable, Iterator
+
+from dissector.capture.packet import Packet
+from dissector.net import link
+from dissector.net.ip import PROTO_TCP, ipv4, ipv6
+from dissector.net.segment import Segment
+from dissector.net.tcp import tcp
+
+_ADDR_CACHE_MAX = 1 << 16
+_new = tuple.__new__
+
+# The common case, IPv4 without options carrying TCP, read with one unpack: version/IHL,
+# total length, flags/fragment offset, protocol, addresses, then the fixed TCP fields.
+_V4_TCP = struct.Struct("!BxHxxHxB2x4s4sHHIIBB")
+# IPv6 with TCP as the first next header: payload length, addresses, fixed TCP fields.
+_V6_TCP = struct.Struct("!4xH2x16s16sHHIIBB")
+# IPv4 as above behind an untagged Ethernet header, with the ethertype first.
+_ETH_V4_TCP = struct.Struct("!12xHBxHxxHxB2x8sHHIIBB")
+
+
+class NetDecoder:
+    """Decodes link, IP and TCP headers of one capture's packets into Segments.
+
+    A class rather than a function so that per-capture state (IP fragment reassembly, counters)
+    has a home. Frames of link types it cannot decode are counted in `unsupported_linktypes`
+    and `unsupported_packets`, for the caller to warn about.
+    """
+
+    def __init__(self) -> None:
+        self.unsupported_linktypes: set[int] = set()
+        self.unsupported_packets = 0
+        self._handlers = dict(link.HANDLERS)
+        self._addrs: dict[bytes, str] = {}
+        self._pairs: dict[bytes, tuple[str, str]] = {}
+
+    def _addr(self, raw: bytes) -> str:
+        addrs = self._addrs
+        if len(addrs) >= _ADDR_CACHE_MAX:
+            addrs.clear()
+        family = socket.AF_INET if len(raw) == 4 else socket.AF_INET6
+        text = addrs[raw] = socket.inet_ntop(family, raw)
+        return text
+
+    def _pair(self, pair: bytes) -> tuple[str, str]:
+        """Both IPv4 addresses of a header as text, cached by their 8 raw bytes."""
+        pairs = self._pairs
+        if len(pairs) >= _ADDR_CACHE_MAX:
+            pairs.clear()
+        addrs = self._addrs
+        src, dst = pair[:4], pair[4:]
+        text = pairs[pair] = (addrs.get(src) or self._addr(src), addrs.get(dst) or self._addr(dst))
+        return text
+
+    def decode(self, pkt: Packet) -> Segment | None:
+        """The TCP segment `pkt` carries, or None if it carries none or its headers are bad."""
+        frame, ts, linktype, data, _wirelen = pkt
+        n = len(data)
+        if linktype == 1 and n >= 54:  # Ethernet
+            etype, vihl, total, frag, proto, pair, sport, dport, seq, ack, doff, flags = (
+                _ETH_V4_TCP.unpack_from(data)
+            )
+            # Total lengths below 40 (0 under segmentation offload) take the general path.
+            if etype == 0x0800 and vihl == 0x45 and total >= 40:
+                if proto != PROTO_TCP or frag & 0x3FFF:
+                    return None
+                off = 34 + (doff >> 4) * 4
+                end = 14 + total
+                if off < 54 or off > end or off > n:
+                    return None
+                if end > n:
+                    missing = end - n
+                    end = n
+                else:
+                    missing = 0
+                src, dst = self._pairs.get(pair) or self._pair(pair)
+                payload = data[off:end]
+                fields = (frame, ts, src, sport, dst, dport, seq, ack, flags, payload, missing)
+                return _new(Segment, fields)
+
+        handler = self._handlers.get(linktype)
+        if handler is None:
+            self.unsupported_linktypes.add(linktype)
+            self.unsupported_packets += 1
+            return None
+        version, off = handler(data)
+        if version == link.IPV4:
+            if n >= off + 34 and data[off] == 0x45:
+                vihl, total, frag, proto, src, dst, sport, dport, seq, ack, doff, flags = (
+                    _V4_TCP.unpack_from(data, off)
+                )
+                if total >= 40:
+                    if proto != PROTO_TCP or frag & 0x3FFF:
+                        return None
+                    end = off + total
+                    off += 20 + (doff >> 4) * 4
+                    if doff < 0x50 or off > end or off > n:
+                        return None
+                    return self._segment(
+                        frame, ts, src, dst, sport, dport, seq, ack, flags, data, off, end
+                    )
+            ip = ipv4(data, off)
+        elif version == link.IPV6:
+            if n >= off + 54 and data[off + 6] == PROTO_TCP and data[off] >> 4 == 6:
+                plen, src, dst, sport, dport, seq, ack, doff, flags = _V6_TCP.unpack_from(data, off)
+                # Payload length 0: a jumbogram or an offloaded send; the capture is all there is.
+                end = off + 40 + plen if plen else n
+                off += 40 + (doff >> 4) * 4
+                if doff < 0x50 or off > end or off > n:
+                    return None
+                return self._segment(
+                    frame, ts, src, dst, sport, dport, seq, ack, flags, data, off, end
+                )
+            ip = ipv6(data, off)
+        else:
+            return None
+        if ip is None:
+            return None
+        proto, src, dst, off, end, fragment = ip
+        if proto != PROTO_TCP or fragment:
+            return None
+        th = tcp(data, off, end)
+        if th is None:
+            return None
+        sport, dport, seq, ack, flags, off = th
+        return self._segment(frame, ts, src, dst, sport, dport, seq, ack, flags, data, off, end)
+
+    def _segment(self, frame, ts, src, dst, sport, dport, seq, ack, flags, data, off, end):
+        n = len(data)
+        if end > n:
+            missing = end - n
+            end = n
+        else:
+            missing = 0
+        addrs = self._addrs
+        src = addrs.get(src) or self._addr(src)
+        dst = addrs.get(dst) or self._addr(dst)
+        payload = data[off:end]
+        fields = (frame, ts, src, sport, dst, dport, seq, ack, flags, payload, missing)
+        return _new(Segment, fields)
+
+    def segments(self, packets: Iterable[Packet]) -> Iterator[Segment]:
+        """The TCP segments among `packets`, in order."""
+        decode = self.decode
+        for pkt in packets:
+            seg = decode(pkt)
+            if seg is not None:
+                yield seg
+
+
+def segments(packets: Iterable[Packet], decoder: NetDecoder | None = None) -> Iterator[Segment]:
+    """The TCP segments among `packets`; pass a decoder to read its counters afterwards."""
+    return (decoder or NetDecoder()).segments(packets)

@@ -1,0 +1,248 @@
+"""Generate a Python decoder for one message version from its schema definition.
+
+Each generated decoder is a plain function `decode(buf, pos, ctx) -> (dict, pos)` made of
+straight-line struct reads: runs of fixed-width fields become a single `unpack_from`, structs
+become nested functions, and tagged fields a dispatch on the tag number. While decoding it
+notes in `ctx` what the exchange tables need (topic names, error codes), so nothing walks
+the decoded dict afterwards.
+"""
+
+import struct
+
+from . import primitives
+from .schema import in_range
+
+FIXED = {
+    "int8": ("b", 1),
+    "int16": ("h", 2),
+    "uint16": ("H", 2),
+    "int32": ("i", 4),
+    "uint32": ("I", 4),
+    "int64": ("q", 8),
+    "float64": ("d", 8),
+    "bool": ("?", 1),
+    "uuid": ("16s", 16),
+}
+
+
+class Context:
+    """What a decoder notes on the way: topic names, the top-level and first nested error."""
+
+    __slots__ = ("topics", "top_error", "first_error", "records")
+
+    def __init__(self, records=None):
+        self.topics = []
+        self.top_error = 0
+        self.first_error = 0
+        self.records = records or record_set_size
+
+    @property
+    def error(self):
+        return self.top_error or self.first_error
+
+
+def record_set_size(raw):
+    """Default view of a record set: only its size."""
+    return None if raw is None else {"size": len(raw)}
+
+
+class _Writer:
+    def __init__(self, flexible, version):
+        self.flexible = flexible
+        self.version = version
+        self.lines = []
+        self.namespace = {
+            "i8": primitives.i8,
+            "i32": primitives.i32,
+            "uvarint": primitives.uvarint,
+            "string": primitives.string,
+            "compact_string": primitives.compact_string,
+            "bytes_": primitives.bytes_,
+            "compact_bytes": primitives.compact_bytes,
+            "array_count": primitives.array_count,
+            "uuid_text": primitives.uuid_text,
+            "unpack_from": struct.unpack_from,
+            "read_tags": read_tags,
+        }
+        self.count = 0
+
+    def name(self, prefix):
+        self.count += 1
+        return f"_{prefix}{self.count}"
+
+    def constant(self, prefix, value):
+        name = self.name(prefix)
+        self.namespace[name] = value
+        return name
+
+    # -- functions -------------------------------------------------------------------------
+
+    def struct_function(self, fields, depth):
+        """Emit a function decoding a struct's fields at this version; return its name."""
+        name = self.name("s")
+        body = []
+        regular = [f for f in fields if self.present(f) and not self.tagged(f)]
+        tagged = [f for f in fields if self.present(f) and self.tagged(f)]
+        i = 0
+        while i < len(regular):
+            f = regular[i]
+            if f["type"] in FIXED:
+                run = []
+                while i < len(regular) and regular[i]["type"] in FIXED:
+                    run.append(regular[i])
+                    i += 1
+                body += self.fixed_run(run, depth)
+                continue
+            body += self.read(f, "v", depth)
+            body.append(f"d[{f['name']!r}] = v")
+            i += 1
+        if self.flexible:
+            body += self.tag_section(tagged, depth)
+        self.lines.append(f"def {name}(buf, pos, ctx):")
+        self.lines.append("    d = {}")
+        self.lines += ["    " + line for line in body]
+        self.lines.append("    return d, pos")
+        self.lines.append("")
+        return name
+
+    def present(self, f):
+        return in_range(self.version, f["versions"])
+
+    def tagged(self, f):
+        return self.flexible and in_range(self.version, f.get("tagged"))
+
+    def nullable(self, f):
+        return in_range(self.version, f.get("nullable"))
+
+    def compact(self, f):
+        if "flexible" in f:
+            return in_range(self.version, f["flexible"])
+        return self.flexible
+
+    # -- field readers ---------------------------------------------------------------------
+
+    def fixed_run(self, run, depth):
+        fmt = ">" + "".join(FIXED[f["type"]][0] for f in run)
+        size = struct.calcsize(fmt)
+        unpack = self.constant("u", struct.Struct(fmt).unpack_from)
+        names = [f"x{j}" for j in range(len(run))]
+        lines = [f"{', '.join(names)}, = {unpack}(buf, pos)", f"pos += {size}"]
+        for var, f in zip(names, run):
+            value = f"uuid_text({var})" if f["type"] == "uuid" else var
+            lines.append(f"d[{f['name']!r}] = {value}")
+            lines += self.notes(f, var, depth)
+        return lines
+
+    def notes(self, f, var, depth):
+        """Lines that record topic names and error codes into ctx."""
+        if f["type"] == "int16" and f["name"].endswith("ErrorCode"):
+            if depth == 0:
+                return [f"if {var}: ctx.top_error = ctx.top_error or {var}"]
+            return [f"if {var} and not ctx.first_error: ctx.first_error = {var}"]
+        if f.get("topic"):
+            if f["type"] == "string":
+                return [f"if {var}: ctx.topics.append({var})"]
+            if f["type"] == "[]string":
+                return [f"if {var}: ctx.topics.extend(t for t in {var} if t)"]
+        return []
+
+    def read(self, f, var, depth):
+        """Lines that read field f into `var`, advancing pos."""
+        t = f["type"]
+        compact = self.compact(f)
+        if t in FIXED:
+            code, size = FIXED[t]
+            conv = "uuid_text(" + var + ")" if t == "uuid" else var
+            unpack = self.constant("u", struct.Struct(">" + code).unpack_from)
+            lines = [f"{var}, = {unpack}(buf, pos)", f"pos += {size}"]
+            if conv != var:
+                lines.append(f"{var} = {conv}")
+            return lines + self.notes(f, var, depth)
+        if t == "string":
+            reader = "compact_string" if compact else "string"
+            return [f"{var}, pos = {reader}(buf, pos)"] + self.notes(f, var, depth)
+        if t in ("bytes", "records"):
+            reader = "compact_bytes" if compact else "bytes_"
+            lines = [f"{var}, pos = {reader}(buf, pos)"]
+            if t == "records":
+                lines.append(f"{var} = ctx.records({var})")
+            return lines
+        if t == "struct":
+            fn = self.struct_function(f["fields"], depth + 1)
+            if self.nullable(f):
+                return [
+                    "(m,), pos = i8(buf, pos), pos + 1",
+                    f"if m < 0: {var} = None",
+                    f"else: {var}, pos = {fn}(buf, pos, ctx)",
+                ]
+            return [f"{var}, pos = {fn}(buf, pos, ctx)"]
+        if t.startswith("[]"):
+            return self.read_array(f, var, depth, compact) + self.notes(f, var, depth)
+        raise ValueError(f"unknown field type {t!r} in {f['name']}")
+
+    def read_array(self, f, var, depth, compact):
+        elem = f["type"][2:]
+        lines = [f"n, pos = array_count(buf, pos, {compact})", f"if n is None: {var} = None"]
+        if elem == "struct":
+            fn = self.struct_function(f["fields"], depth + 1)
+            lines += [
+                "else:",
+                f"    {var} = []",
+                "    for _ in range(n):",
+                f"        e, pos = {fn}(buf, pos, ctx)",
+                f"        {var}.append(e)",
+            ]
+        elif elem in FIXED and elem != "uuid":
+            code, size = FIXED[elem]
+            lines += [
+                "else:",
+                f"    {var} = list(unpack_from('>%d{code}' % n, buf, pos))",
+                f"    pos += n * {size}",
+            ]
+        else:
+            item = dict(f, type=elem)
+            item.pop("topic", None)
+            inner = self.read(item, "e", depth + 1)
+            lines += ["else:", f"    {var} = []", "    for _ in range(n):"]
+            lines += ["        " + line for line in inner]
+            lines.append(f"        {var}.append(e)")
+        return lines
+
+    def tag_section(self, tagged, depth):
+        """Tagged fields: one zero byte in the common case of none, else a table lookup."""
+        known = {}
+        for f in tagged:
+            inner = self.read(dict(f, tagged=None), "v", depth)  # may emit nested functions
+            reader = self.name("t")
+            self.lines.append(f"def {reader}(buf, pos, ctx):")
+            self.lines += ["    " + line for line in inner]
+            self.lines += ["    return v, pos", ""]
+            known[f["tag"]] = (f["name"], reader)
+        table = self.name("k")
+        entries = ", ".join(f"{tag}: ({name!r}, {fn})" for tag, (name, fn) in known.items())
+        self.lines += [f"{table} = {{{entries}}}", ""]
+        return [f"if buf[pos]: pos = read_tags(buf, pos, d, ctx, {table})", "else: pos += 1"]
+
+
+def read_tags(buf, pos, d, ctx, known):
+    tags, pos = primitives.tagged_fields(buf, pos)
+    for tag, raw in tags.items():
+        entry = known.get(tag)
+        if entry is None:
+            d.setdefault("_unknown_tags", {})[tag] = raw
+        else:
+            d[entry[0]], _ = entry[1](raw, 0, ctx)
+    return pos
+
+
+def compile_decoder(definition, version):
+    """A function decode(buf, pos, ctx) -> (dict, pos) for one version of a message."""
+    flexible = in_range(version, definition["flexibleVersions"])
+    writer = _Writer(flexible, version)
+    entry = writer.struct_function(definition["fields"], 0)
+    source = "\n".join(writer.lines)
+    code = compile(source, f"<{definition['name']} v{version}>", "exec")
+    exec(code, writer.namespace)
+    decode = writer.namespace[entry]
+    decode.source = source
+    return decode

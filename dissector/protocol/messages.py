@@ -1,0 +1,87 @@
+"""Decoding of request/response headers and bodies, by API key and version."""
+
+import struct
+from functools import cache
+from typing import NamedTuple
+
+from ..errors import DecodeError
+from . import schema
+from .codegen import Context, compile_decoder
+from .primitives import i16
+
+API_VERSIONS = 18
+CONTROLLED_SHUTDOWN = 7
+
+
+@cache
+def body_decoder(api_key, kind, version):
+    """The generated decoder of a request or response body, or None for unknown versions."""
+    definition = schema.message(api_key, kind, version)
+    return None if definition is None else compile_decoder(definition, version)
+
+
+@cache
+def _header_decoder(name, version):
+    return compile_decoder(schema.header(name), version)
+
+
+def request_header_version(api_key, version):
+    if api_key == CONTROLLED_SHUTDOWN and version == 0:
+        return 0
+    return 2 if schema.is_flexible(api_key, "request", version) else 1
+
+
+def response_header_version(api_key, version):
+    # ApiVersions responses keep header v0 so that any client can read them.
+    if api_key == API_VERSIONS:
+        return 0
+    return 1 if schema.is_flexible(api_key, "response", version) else 0
+
+
+class RequestHeader(NamedTuple):
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    tags: dict | None  # unknown tagged fields of a v2 header
+    end: int  # offset where the body starts
+
+
+def decode_request_header(buf):
+    if len(buf) < 8:
+        raise DecodeError(f"request of {len(buf)} bytes is shorter than a header", 0)
+    api_key, version = i16(buf, 0)[0], i16(buf, 2)[0]
+    hv = request_header_version(api_key, version)
+    try:
+        d, end = _header_decoder("RequestHeader", hv)(buf, 0, Context())
+    except (struct.error, IndexError):
+        raise DecodeError("request header runs past the end of the frame", len(buf)) from None
+    return RequestHeader(
+        api_key, version, d["CorrelationId"], d.get("ClientId"), d.get("_unknown_tags"), end
+    )
+
+
+def decode_response_header(buf, api_key, version):
+    """(correlation_id, body offset) of a response to a request of this key and version."""
+    hv = response_header_version(api_key, version)
+    try:
+        d, end = _header_decoder("ResponseHeader", hv)(buf, 0, Context())
+    except (struct.error, IndexError):
+        raise DecodeError("response header runs past the end of the frame", len(buf)) from None
+    return d["CorrelationId"], end
+
+
+def decode_body(api_key, kind, version, buf, pos, ctx):
+    """Decode a body starting at pos; the whole rest of the frame must be consumed."""
+    decode = body_decoder(api_key, kind, version)
+    if decode is None:
+        raise DecodeError(f"no schema for {kind} key {api_key} version {version}", pos)
+    try:
+        body, end = decode(buf, pos, ctx)
+    except (struct.error, IndexError):
+        raise DecodeError(f"{kind} ends before its fields do", len(buf)) from None
+    except RecursionError:
+        raise DecodeError(f"{kind} nests too deeply", pos) from None
+    if end != len(buf):
+        raise DecodeError(f"{len(buf) - end} bytes left over after the {kind} body", end)
+    return body

@@ -1,0 +1,72 @@
+"""Capture files in, exchanges out: the file-reading driver of the core."""
+
+import sys
+import warnings
+
+from .capture import open_capture
+from .flow import DEFAULT_MAX_FRAME, Dissector
+
+PROGRESS_EVERY = 8192  # packets between progress-bar updates
+
+
+class Dissection:
+    """An iterable of the exchanges in one capture file, in the order they complete.
+
+    After iteration: `dissector` holds the counters, `warnings` what the reader noticed,
+    `frame` the last frame read.
+    """
+
+    def __init__(self, path, ports=(), max_frame=DEFAULT_MAX_FRAME, progress=None):
+        self.path = path
+        self.dissector = Dissector(ports, max_frame=max_frame)
+        self.progress = progress
+        self.warnings = []
+        self.frame = 0
+
+    def __iter__(self):
+        d = self.dissector
+        with open_capture(self.path) as reader:
+            bar = _progress_bar(self.path, reader.total_bytes, self.progress)
+            done = 0
+            for packet in reader:
+                self.frame = packet.frame
+                yield from d.feed(packet)
+                if bar is not None and packet.frame % PROGRESS_EVERY == 0:
+                    bar.update(reader.bytes_read - done)
+                    done = reader.bytes_read
+            yield from d.finish()
+            if bar is not None:
+                bar.update(reader.total_bytes - done)
+                bar.close()
+            self.warnings = list(reader.warnings)
+        if d.net.unsupported_linktypes:
+            kinds = ", ".join(map(str, sorted(d.net.unsupported_linktypes)))
+            self.warnings.append(f"{self.path}: packets of unsupported link types skipped: {kinds}")
+        for message in self.warnings:
+            warnings.warn(message, stacklevel=2)
+
+
+def _progress_bar(path, total, wanted):
+    """A byte-based progress bar on stderr; by default only when stderr is a terminal."""
+    if wanted is None:
+        wanted = sys.stderr.isatty()
+    if not wanted:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="B", unit_scale=True, desc=str(path), file=sys.stderr)
+
+
+def dissect(path, ports=(), max_frame=DEFAULT_MAX_FRAME, progress=None):
+    """The exchanges of a pcap/pcapng file (optionally gzip-compressed), streamed.
+
+    ports: broker ports to dissect (default: detect Kafka on any port).
+    """
+    return Dissection(path, ports=ports, max_frame=max_frame, progress=progress)
+
+
+def read_pcap(path, ports=(), table="pairs", max_frame=DEFAULT_MAX_FRAME, progress=None):
+    """A pandas DataFrame of one capture file. table: "pairs" (one row per exchange)."""
+    from .tables import build_table
+
+    return build_table(dissect(path, ports, max_frame, progress), table)

@@ -1,0 +1,34 @@
+"""What the TCP stage reports: ordered bytes, holes and ends, per connection side."""
+
+from typing import NamedTuple
+
+from .connection import Connection
+
+
+class StreamData(NamedTuple):
+    """The next in-order bytes of one side."""
+
+    conn: Connection
+    side: int
+    data: bytes
+    frame: int  # packet that made these bytes deliverable (in order)
+    ts: int
+
+
+class StreamGap(NamedTuple):
+    """Bytes of one side known to be missing from the capture (size 0: amount unknown)."""
+
+    conn: Connection
+    side: int
+    size: int
+    frame: int
+    ts: int
+
+
+class StreamEnd(NamedTuple):
+    """The connection is over: "fin", "rst", "reused" (new SYN on its 4-tuple) or "eof"."""
+
+    conn: Connection
+    frame: int
+    ts: int
+    reason: str

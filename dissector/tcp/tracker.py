@@ -1,0 +1,219 @@
+"""The connection table: segments in, per-side ordered stream events out."""
+
+from ..net.segment import ACK, FIN, RST, SYN
+from .connection import Connection
+from .events import StreamData, StreamEnd
+from .halfstream import MASK, HalfStream
+
+DEFAULT_MAX_BUFFER = 32 << 20  # out-of-order bytes held per direction
+DEFAULT_MAX_CLOSED = 1 << 16  # ended 4-tuples remembered, to absorb their last packets
+
+_FAST_MASK = SYN | FIN | RST | ACK  # the fast path takes plain ACK segments only
+_new = tuple.__new__  # builds a NamedTuple without the Python-level __new__
+
+
+class TcpTracker:
+    """Follow every TCP connection of a capture, fed segments in capture order.
+
+    feed() returns the events a segment causes: StreamData, StreamGap and StreamEnd.
+    """
+
+    def __init__(
+        self,
+        broker_ports=frozenset(),
+        max_buffer=DEFAULT_MAX_BUFFER,
+        max_closed=DEFAULT_MAX_CLOSED,
+    ):
+        self.broker_ports = frozenset(broker_ports)
+        self.max_buffer = max_buffer
+        self.max_closed = max_closed
+        self._halves = {}  # (src, sport, dst, dport) -> HalfStream of that sender
+        self._live = {}  # id -> Connection, in order of id
+        self._closed = {}  # 4-tuple -> id of the ended connection, oldest first
+        self.connections = 0  # connections opened so far
+        self.late_segments = 0  # segments of connections that had already ended
+        self.late_bytes = 0
+        self._ended = [0, 0, 0, 0, 0]  # seen, delivered, gap, dup, dropped of ended connections
+
+    def feed(self, seg):
+        frame, ts, src, sport, dst, dport, seq, ack, flags, payload, missing = seg
+        half = self._halves.get((src, sport, dst, dport))
+        # In-order data or pure ACK of a connection in a steady state: nothing to decide.
+        if half is not None and seq == half.fastseq and flags & _FAST_MASK == ACK and not missing:
+            conn = half.conn
+            conn.last_frame = frame
+            conn.last_ts = ts
+            half.ack = ack
+            n = len(payload)
+            if n:
+                half.nxt += n
+                half.fastseq = (seq + n) & MASK
+                return [_new(StreamData, (conn, half.side, payload, frame, ts))]
+            return []
+        out = []
+        if half is None:
+            if flags & (SYN | ACK) != SYN and (src, sport, dst, dport) in self._closed:
+                self.late_segments += 1
+                self.late_bytes += len(payload)
+                return out
+            half = self._open(seg)
+        self._segment(half, seg, out)
+        return out
+
+    def finish(self):
+        """End of capture: deliver what is buffered, end every connection still open."""
+        out = []
+        for conn in list(self._live.values()):
+            self._end(conn, conn.last_frame, conn.last_ts, "eof", out)
+        self._closed.clear()
+        return out
+
+    @property
+    def live(self):
+        """Connections not ended yet."""
+        return list(self._live.values())
+
+    @property
+    def stats(self):
+        totals = list(self._ended)
+        for conn in self._live.values():
+            for half in conn._halves:
+                totals[0] += half.seen
+                totals[1] += half.nxt - half.gap
+                totals[2] += half.gap
+                totals[3] += half.dup
+                totals[4] += half.dropped
+        seen, delivered, gap, dup, dropped = totals
+        return {
+            "connections": self.connections,
+            "live": len(self._live),
+            "bytes_seen": seen,
+            "bytes_delivered": delivered,
+            "bytes_gap": gap,
+            "bytes_dup": dup,
+            "bytes_dropped": dropped,
+            "late_segments": self.late_segments,
+            "late_bytes": self.late_bytes,
+        }
+
+    # -- connections -----------------------------------------------------------------------
+
+    def _open(self, seg):
+        frame, ts, src, sport, dst, dport, _, _, flags = seg[:9]
+        conn = Connection(self.connections, ((src, sport), (dst, dport)), frame, ts)
+        self.connections += 1
+        if flags & SYN:
+            conn.client_side = 1 if flags & ACK else 0
+            conn.how = "syn"
+        elif self.broker_ports:
+            to_broker = dport in self.broker_ports
+            from_broker = sport in self.broker_ports
+            if to_broker != from_broker:
+                conn.client_side = 0 if to_broker else 1
+                conn.how = "port"
+        h0 = HalfStream(conn, 0, self.max_buffer)
+        h1 = HalfStream(conn, 1, self.max_buffer)
+        h0.peer = h1
+        h1.peer = h0
+        conn._halves = (h0, h1)
+        k0 = (src, sport, dst, dport)
+        k1 = (dst, dport, src, sport)
+        self._halves[k0] = h0
+        self._halves[k1] = h1
+        self._closed.pop(k0, None)
+        self._closed.pop(k1, None)
+        self._live[conn.id] = conn
+        return h0
+
+    def _end(self, conn, frame, ts, reason, out):
+        h0, h1 = conn._halves
+        if not conn._ignored:
+            h0.flush(out, frame, ts)
+            h1.flush(out, frame, ts)
+        out.append(StreamEnd(conn, frame, ts, reason))
+        conn.end_reason = reason
+        del self._live[conn.id]
+        (a, pa), (b, pb) = conn.endpoints
+        k0 = (a, pa, b, pb)
+        k1 = (b, pb, a, pa)
+        del self._halves[k0]
+        del self._halves[k1]
+        if reason != "reused":
+            closed = self._closed
+            closed[k0] = closed[k1] = conn.id
+            while len(closed) > self.max_closed:
+                del closed[next(iter(closed))]
+        totals = self._ended
+        for half in (h0, h1):
+            half.fastseq = -1
+            half.peer = None  # no cycles: the halves only keep their counters now
+            half.conn = None
+            totals[0] += half.seen
+            totals[1] += half.nxt - half.gap
+            totals[2] += half.gap
+            totals[3] += half.dup
+            totals[4] += half.dropped
+
+    def _segment(self, half, seg, out):
+        """Everything the fast path does not take: handshake, holes, ends, odd segments."""
+        frame, ts, _, _, _, _, seq, ack, flags, payload, missing = seg
+        conn = half.conn
+        conn.last_frame = frame
+        conn.last_ts = ts
+        peer = half.peer
+        n = len(payload)
+        if flags & RST:
+            half.dropped += n
+            self._end(conn, frame, ts, "rst", out)
+            return
+        if flags & SYN:
+            if not flags & ACK:
+                if not (half.syn and half.isn == seq):  # not a retransmitted SYN
+                    if half.base is not None or peer.base is not None:
+                        self._end(conn, frame, ts, "reused", out)
+                        self._segment(self._open(seg), seg, out)
+                        return
+                    half.start(seq, True)
+                    conn.client_side = half.side
+                    conn.how = "syn"
+            elif not half.syn and half.nxt == 0 and not half.starts:
+                half.start(seq, True)
+                conn.client_side = peer.side
+                conn.how = "syn"
+            elif half.isn != seq:  # a SYN+ACK that fits nothing known: leave the stream alone
+                half.dropped += n
+                return
+            seq = (seq + 1) & MASK  # the SYN takes one sequence number
+        if flags & ACK:
+            half.ack = ack
+            if peer.starts:
+                peer.check_ack(ack, out)
+        if conn._ignored:
+            half.dropped += n
+            if flags & FIN and half.fin is None:
+                half.fin = 0
+        else:
+            if n or missing:
+                if half.base is None:
+                    if n == 1 and not missing and not flags & (SYN | FIN):
+                        # Mid-stream, a lone byte is likely a keep-alive (one byte below the
+                        # next): the stream starts after it.
+                        half.start((seq + 1) & MASK, False)
+                        half.dup += 1
+                        n = 0
+                    else:
+                        half.start(seq, False)
+                start = half.offset(seq)
+                if n:
+                    half.put(start, payload, n, frame, ts, out)
+                if missing:
+                    half.put(start + n, None, missing, frame, ts, out)
+            if flags & FIN and half.fin is None:
+                if half.base is None:
+                    half.start(seq, False)
+                half.fin = half.offset(seq) + n + missing
+        if flags & FIN and peer.fin is not None and half.fin is not None:
+            self._end(conn, frame, ts, "fin", out)
+            return
+        half.refresh()
+        peer.refresh()

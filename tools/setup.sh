@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs everything the product and its tests need on a fresh Debian machine:
+# tshark and tcpdump (the Wireshark oracle and the recorder), kcat, a Java runtime for
+# Spark, and the package itself with its test dependencies.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v tshark >/dev/null || need+=(tshark)
+command -v tcpdump >/dev/null || need+=(tcpdump)
+command -v kcat >/dev/null || need+=(kcat)
+command -v java >/dev/null || need+=(default-jre-headless)
+if [ ${#need[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "setup: installing ${need[*]}" >&2
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+python3 -m pip install -q -e ".[test,spark]"
+# pyenv only sees new console scripts after a rehash.
+if command -v pyenv >/dev/null; then pyenv rehash; fi
