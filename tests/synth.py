@@ -92,7 +92,7 @@ class Connection:
         return self.cap.add(data, after_ns)
 
     def send(self, side, data, after_ns=1000, mss=None):
-        """Send bytes from 'c' (client) or 'b' (broker), cut into segments; returns frame numbers."""
+        """Send bytes from 'c' (client) or 'b' (broker) in segments; return their frame numbers."""
         mss = mss or self.mss
         frames = []
         for i in range(0, len(data), mss):

@@ -1,4 +1,4 @@
-"""Regenerate dissector/protocol/definitions/kafka_messages.json from Apache Kafka's message definitions.
+"""Regenerate the protocol schema data from Apache Kafka's message definitions.
 
     python tools/gen_schema.py [--source ../shared/kafka-protocol]
 

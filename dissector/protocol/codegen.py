@@ -127,7 +127,7 @@ class _Writer:
         unpack = self.constant("u", struct.Struct(fmt).unpack_from)
         names = [f"x{j}" for j in range(len(run))]
         lines = [f"{', '.join(names)}, = {unpack}(buf, pos)", f"pos += {size}"]
-        for var, f in zip(names, run):
+        for var, f in zip(names, run, strict=True):
             value = f"uuid_text({var})" if f["type"] == "uuid" else var
             lines.append(f"d[{f['name']!r}] = {value}")
             lines += self.notes(f, var, depth)
