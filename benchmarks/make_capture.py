@@ -82,63 +82,18 @@ BROKER_ID = 1
 CLUSTER_ID = "Xp1Zq8kVTz2mW5sYhC3bNw"
 
 # What a 3.x broker advertises: (api_key, min_version, max_version).
+# fmt: off
 ADVERTISED_APIS = [
-    (0, 0, 9),
-    (1, 0, 13),
-    (2, 0, 7),
-    (3, 0, 12),
-    (8, 0, 8),
-    (9, 0, 8),
-    (10, 0, 4),
-    (11, 0, 9),
-    (12, 0, 4),
-    (13, 0, 5),
-    (14, 0, 5),
-    (15, 0, 5),
-    (16, 0, 4),
-    (17, 0, 1),
-    (18, 0, 3),
-    (19, 0, 7),
-    (20, 0, 6),
-    (21, 0, 2),
-    (22, 0, 4),
-    (23, 0, 4),
-    (24, 0, 3),
-    (25, 0, 3),
-    (26, 0, 3),
-    (27, 0, 1),
-    (28, 0, 3),
-    (29, 0, 3),
-    (30, 0, 3),
-    (31, 0, 3),
-    (32, 0, 4),
-    (33, 0, 2),
-    (34, 0, 2),
-    (35, 0, 4),
-    (36, 0, 2),
-    (37, 0, 3),
-    (38, 0, 3),
-    (39, 0, 2),
-    (40, 0, 2),
-    (41, 0, 3),
-    (42, 0, 2),
-    (43, 0, 2),
-    (44, 0, 1),
-    (45, 0, 0),
-    (46, 0, 0),
-    (47, 0, 0),
-    (48, 0, 1),
-    (49, 0, 1),
-    (50, 0, 0),
-    (51, 0, 0),
-    (56, 0, 3),
-    (57, 0, 1),
-    (60, 0, 0),
-    (61, 0, 0),
-    (65, 0, 0),
-    (66, 0, 0),
-    (67, 0, 0),
+    (0, 0, 9), (1, 0, 13), (2, 0, 7), (3, 0, 12), (8, 0, 8), (9, 0, 8), (10, 0, 4), (11, 0, 9),
+    (12, 0, 4), (13, 0, 5), (14, 0, 5), (15, 0, 5), (16, 0, 4), (17, 0, 1), (18, 0, 3),
+    (19, 0, 7), (20, 0, 6), (21, 0, 2), (22, 0, 4), (23, 0, 4), (24, 0, 3), (25, 0, 3),
+    (26, 0, 3), (27, 0, 1), (28, 0, 3), (29, 0, 3), (30, 0, 3), (31, 0, 3), (32, 0, 4),
+    (33, 0, 2), (34, 0, 2), (35, 0, 4), (36, 0, 2), (37, 0, 3), (38, 0, 3), (39, 0, 2),
+    (40, 0, 2), (41, 0, 3), (42, 0, 2), (43, 0, 2), (44, 0, 1), (45, 0, 0), (46, 0, 0),
+    (47, 0, 0), (48, 0, 1), (49, 0, 1), (50, 0, 0), (51, 0, 0), (56, 0, 3), (57, 0, 1),
+    (60, 0, 0), (61, 0, 0), (65, 0, 0), (66, 0, 0), (67, 0, 0),
 ]
+# fmt: on
 
 # One entry per connection (cycled when more are asked for): role, MSS, client generation.
 # fmt: off
@@ -193,22 +148,11 @@ def _fold(total):
 class Side:
     """The sending state of one direction of a TCP connection."""
 
-    __slots__ = (
-        "head",
-        "addresses",
-        "sport",
-        "dport",
-        "seq",
-        "ip_id",
-        "ts_base",
-        "ip_sum",
-        "pseudo_sum",
-    )
+    __slots__ = ("head", "addresses", "ports", "seq", "ip_id", "ts_base", "ip_sum", "pseudo_sum")
 
     def __init__(self, mac_src, mac_dst, ip_src, ip_dst, sport, dport, rng):
         self.head = (mac_dst, mac_src, 0x0800)
-        self.sport = sport
-        self.dport = dport
+        self.ports = (sport, dport)
         self.seq = rng.getrandbits(32)
         self.ip_id = rng.getrandbits(16)
         self.ts_base = rng.getrandbits(32)
@@ -229,10 +173,11 @@ class Connection:
         self.rng = rng
         self.loopback = loopback
         if loopback:
-            client_ip = BROKER_IP
+            client_ip = BROKER_IP  # a client on the broker's host
             cmac = smac = LOOPBACK_MAC
         else:
             cmac, smac = ROUTER_MAC, BROKER_MAC
+        self.client_ip = client_ip
         self.client = Side(cmac, smac, client_ip, BROKER_IP, client_port, BROKER_PORT, rng)
         self.server = Side(smac, cmac, BROKER_IP, client_ip, BROKER_PORT, client_port, rng)
         # Transmission time per payload byte, in ns: ~1-1.6 Gbit/s, or ~16-32 Gbit/s locally.
@@ -260,51 +205,21 @@ class Connection:
         ack = peer.seq if flags & ACK else 0
         side.seq = (seq + plen + (flags & FIN)) & 0xFFFFFFFF
         ip_csum = _fold(side.ip_sum + total_len + ip_id)
+        # fmt: off
         tcp_sum = (
-            side.pseudo_sum
-            + tcp_len
-            + (seq >> 16)
-            + (seq & 0xFFFF)
-            + (ack >> 16)
-            + (ack & 0xFFFF)
-            + (0x8000 | flags)
-            + WINDOW
-            + 0x0101
-            + 0x080A
-            + (tsval >> 16)
-            + (tsval & 0xFFFF)
-            + (tsecr >> 16)
-            + (tsecr & 0xFFFF)
+            side.pseudo_sum + tcp_len + (seq >> 16) + (seq & 0xFFFF) + (ack >> 16) + (ack & 0xFFFF)
+            + (0x8000 | flags) + WINDOW + 0x0101 + 0x080A
+            + (tsval >> 16) + (tsval & 0xFFFF) + (tsecr >> 16) + (tsecr & 0xFFFF)
         )
         if plen:
             tcp_sum += _words(payload)
         header = _DATA_HEADERS.pack(
             *side.head,
-            0x45,
-            0,
-            total_len,
-            ip_id,
-            0x4000,
-            64,
-            6,
-            ip_csum,
-            *side.addresses,
-            side.sport,
-            side.dport,
-            seq,
-            ack,
-            0x80,
-            flags,
-            WINDOW,
-            _fold(tcp_sum),
-            0,
-            1,
-            1,
-            8,
-            10,
-            tsval,
-            tsecr,
+            0x45, 0, total_len, ip_id, 0x4000, 64, 6, ip_csum, *side.addresses,
+            *side.ports, seq, ack, 0x80, flags, WINDOW, _fold(tcp_sum), 0,
+            1, 1, 8, 10, tsval, tsecr,
         )
+        # fmt: on
         caplen = 14 + total_len
         record = _PCAP_RECORD.pack(ts // 1_000_000_000, ts % 1_000_000_000 // 1000, caplen, caplen)
         self.pending.append((ts, self.index, record + header, payload))
@@ -323,43 +238,17 @@ class Connection:
         ack = peer.seq if flags & ACK else 0
         side.seq = (seq + 1) & 0xFFFFFFFF
         mss_option = self.mss + 12
+        # fmt: off
         fields = [
             *side.head,
-            0x45,
-            0,
-            60,
-            ip_id,
-            0x4000,
-            64,
-            6,
-            0,
-            *side.addresses,
-            side.sport,
-            side.dport,
-            seq,
-            ack,
-            0xA0,
-            flags,
-            window,
-            0,
-            0,
-            2,
-            4,
-            mss_option,
-            4,
-            2,
-            8,
-            10,
-            tsval,
-            tsecr,
-            1,
-            3,
-            3,
-            7,
+            0x45, 0, 60, ip_id, 0x4000, 64, 6, 0, *side.addresses,
+            *side.ports, seq, ack, 0xA0, flags, window, 0, 0,
+            2, 4, mss_option, 4, 2, 8, 10, tsval, tsecr, 1, 3, 3, 7,
         ]
+        # fmt: on
         raw = _SYN_HEADERS.pack(*fields)
         fields[10] = _fold(side.ip_sum + 60 + ip_id)
-        fields[20] = _fold(side.pseudo_sum + 40 + _words(raw[34:]) - side.sport - side.dport)
+        fields[20] = _fold(side.pseudo_sum + 40 + _words(raw[34:]) - sum(side.ports))
         header = _SYN_HEADERS.pack(*fields)
         record = _PCAP_RECORD.pack(ts // 1_000_000_000, ts % 1_000_000_000 // 1000, 74, 74)
         self.pending.append((ts, self.index, record + header, b""))
@@ -478,28 +367,12 @@ class RecordPool:
         return self.entries[i]
 
 
+# fmt: off
 _WORDS = [
-    "alpha",
-    "bravo",
-    "charlie",
-    "delta",
-    "echo",
-    "foxtrot",
-    "golf",
-    "hotel",
-    "india",
-    "juliet",
-    "kilo",
-    "lima",
-    "mike",
-    "november",
-    "oscar",
-    "papa",
-    "quebec",
-    "romeo",
-    "sierra",
-    "tango",
+    "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
+    "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango",
 ]
+# fmt: on
 
 
 def _event(rng):
@@ -520,17 +393,29 @@ def _event(rng):
 
 
 class Stats:
+    """What was generated: the expected counts, and the traffic's composition."""
+
     def __init__(self):
         self.requests = Counter()  # (api_key, api_version) -> count
         self.no_response = 0
         self.responses = 0
+        self.request_bytes = Counter()  # api_key -> Kafka bytes (length prefixes included)
+        self.response_bytes = Counter()
+        self.large_responses = 0  # responses of 256 KB or more
+        self.largest = {"request": 0, "response": 0}
 
-    def request(self, key, version, answered):
+    def exchange(self, key, version, request, response):
         self.requests[(key, version)] += 1
-        if answered:
-            self.responses += 1
-        else:
+        self.request_bytes[key] += len(request)
+        self.largest["request"] = max(self.largest["request"], len(request))
+        if response is None:
             self.no_response += 1
+            return
+        self.responses += 1
+        self.response_bytes[key] += len(response)
+        self.largest["response"] = max(self.largest["response"], len(response))
+        if len(response) >= 256 * 1024:
+            self.large_responses += 1
 
 
 class Client:
@@ -545,6 +430,7 @@ class Client:
         self.rng = rng
         self.pool = pool
         self.correlation_id = rng.randint(0, 3)
+        self.exchanges = 0
         self.client_id = {
             "producer": f"producer-{conn.index + 1}",
             "consumer": f"consumer-analytics-{conn.index + 1}",
@@ -649,9 +535,10 @@ class Client:
             self.partitions[name], min(rng.choice((1, 1, 2, 3, 4)), len(self.partitions[name]))
         )
         data_cls = ProduceRequest.TopicProduceData
+        batches = [self.pool.pick(size / len(chosen)) for _ in chosen]
         parts = [
-            data_cls.PartitionProduceData(index=p, records=self.pool.pick(size / len(chosen))[1])
-            for p in chosen
+            data_cls.PartitionProduceData(index=p, records=batch)
+            for p, (_, batch, _) in zip(chosen, batches, strict=True)
         ]
         req = ProduceRequest[v](
             transactional_id=None,
@@ -664,19 +551,14 @@ class Client:
         resp_cls = ProduceResponse.TopicProduceResponse
         base = self.state.offsets
         responses = []
-        for p in chosen:
-            responses.append(
-                resp_cls.PartitionProduceResponse(
-                    index=p,
-                    error_code=0,
-                    base_offset=base.get((name, p), 0),
-                    log_append_time_ms=-1,
-                    log_start_offset=0,
-                    record_errors=[],
-                    error_message=None,
-                )
-            )
-            base[(name, p)] = base.get((name, p), 0) + 100
+        for p, (_, _, count) in zip(chosen, batches, strict=True):
+            # fmt: off
+            responses.append(resp_cls.PartitionProduceResponse(
+                index=p, error_code=0, base_offset=base.get((name, p), 0), log_append_time_ms=-1,
+                log_start_offset=0, record_errors=[], error_message=None,
+            ))
+            # fmt: on
+            base[(name, p)] = base.get((name, p), 0) + count
         resp = ProduceResponse[v](
             responses=[resp_cls(name=name, partition_responses=responses)], throttle_time_ms=0
         )
@@ -718,43 +600,37 @@ class Client:
         )
         session["epoch"] += 1
         session["changed"] = []
-        # Response: the session's partitions that have data, or all of them on the first round.
+        # The response lists the partitions that have new data; the session's first response
+        # lists every partition of the session.
         pd = FetchResponse.FetchableTopicResponse.PartitionData
         keys = sorted(session["offsets"])
-        chosen = rng.sample(keys, min(len(keys), rng.choice((1, 1, 2, 3)))) if size else []
-        if session["epoch"] == 1:
-            chosen = keys if size else keys
-        per_part = size / max(1, len(chosen)) if size else 0
+        with_data = set(rng.sample(keys, min(len(keys), rng.choice((1, 1, 2, 3))))) if size else ()
+        listed = keys if session["epoch"] == 1 else sorted(with_data)
+        per_part = size / max(1, len(with_data))
         out = {}
-        for tp in sorted(chosen):
+        for tp in listed:
             name, p = tp
             offset = session["offsets"][tp]
             pieces, got = [], 0
-            while per_part and got < per_part:
+            while tp in with_data and got < per_part:
                 length, batch, count = self.pool.pick(min(per_part - got, 1_000_000))
+                # The broker's copy: real base offset and partition leader epoch (outside the CRC).
                 pieces.append(
-                    struct.pack(">q", offset)
-                    + batch[8:12]
-                    + struct.pack(">i", 7 + p % 4)
+                    struct.pack(">q", offset) + batch[8:12] + struct.pack(">i", 7 + p % 4)
                     + batch[16:]
-                )
+                )  # fmt: skip
                 offset += count
                 got += length
                 if got + self.pool.lengths[0] > per_part:
                     break
             hw = offset + rng.randint(0, 5000)
-            out.setdefault(name, []).append(
-                pd(
-                    partition_index=p,
-                    error_code=0,
-                    high_watermark=hw,
-                    last_stable_offset=hw,
-                    log_start_offset=0,
-                    aborted_transactions=None,
-                    preferred_read_replica=-1,
-                    records=b"".join(pieces),
-                )
-            )
+            # fmt: off
+            out.setdefault(name, []).append(pd(
+                partition_index=p, error_code=0, high_watermark=hw, last_stable_offset=hw,
+                log_start_offset=0, aborted_transactions=None, preferred_read_replica=-1,
+                records=b"".join(pieces),
+            ))
+            # fmt: on
             if pieces:
                 session["offsets"][tp] = offset
                 session["changed"].append(tp)
@@ -774,7 +650,8 @@ class Client:
     def _exchange(self, t, frames, server_ms=None):
         key, version, request, response = frames
         conn = self.conn
-        self.state.stats.request(key, version, response is not None)
+        self.state.stats.exchange(*frames)
+        self.exchanges += 1
         end = conn.send(t, True, request)
         if response is None:
             return end
@@ -785,9 +662,11 @@ class Client:
         """Requests sent back to back, then their responses in order."""
         conn = self.conn
         ends = []
-        for i, (key, version, request, _response) in enumerate(batch):
-            self.state.stats.request(key, version, True)
-            t = conn.send(t, True, request, final_ack=i == len(batch) - 1)
+        self.state.pipelined += len(batch)
+        for i, frames in enumerate(batch):
+            self.state.stats.exchange(*frames)
+            self.exchanges += 1
+            t = conn.send(t, True, frames[2], final_ack=i == len(batch) - 1)
             ends.append(t)
             t += self.rng.randint(3000, 8000)
         last_request = t
@@ -840,6 +719,7 @@ class Client:
                 t = self._exchange(t, self.produce(self._size(1_000, 8_000), acks=0))
             elif self.role == "consumer":
                 if rng.random() < 0.1 and session["epoch"] > 0:
+                    state.empty_fetches += 1
                     t = self._exchange(t, self.fetch(session, 0), rng.uniform(20, 100))
                 else:
                     t = self._exchange(t, self.fetch(session, self._size(4_000, 1_000_000)))
@@ -855,7 +735,11 @@ class State:
         self.target = target
         self.written = 0
         self.stats = Stats()
-        self.offsets = {}
+        self.offsets = {}  # (topic, partition) -> next offset of the produced log
+        self.pipelined = 0
+        self.empty_fetches = 0
+        self.clients = []
+        self.last_ns = START_NS
 
 
 def _client_addresses(count, rng):
@@ -879,6 +763,7 @@ def make_capture(out, size_mb, connections=16, seed=1, newest=False):
         ip, port = addresses[i]
         conn = Connection(i, ip, port, mss, crng, loopback=mss == MSS_LOOPBACK)
         client = Client(conn, role, software, versions, state, crng, pool)
+        state.clients.append(client)
         # Connections open within the first 50 ms, in index order.
         gens.append(client.run(START_NS + i * 3_000_000 + crng.randint(0, 2_000_000)))
 
@@ -887,7 +772,8 @@ def make_capture(out, size_mb, connections=16, seed=1, newest=False):
         f.write(_PCAP_FILE.pack(0xA1B2C3D4, 2, 4, 0, 0, 262_144, 1))
         state.written = _PCAP_FILE.size
         chunk = []
-        for _ts, _index, header, payload in heapq.merge(*gens):
+        for ts, _index, header, payload in heapq.merge(*gens):
+            state.last_ns = ts
             chunk.append(header)
             chunk.append(payload)
             state.written += len(header) + len(payload)
@@ -896,7 +782,7 @@ def make_capture(out, size_mb, connections=16, seed=1, newest=False):
                 f.writelines(chunk)
                 chunk = []
         f.writelines(chunk)
-    return state, packets, pool
+    return state, packets
 
 
 def expected_path(capture):
@@ -921,9 +807,7 @@ def main(argv=None):
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    state, packets, _pool = make_capture(
-        out, args.size_mb, args.connections, args.seed, args.newest
-    )
+    state, packets = make_capture(out, args.size_mb, args.connections, args.seed, args.newest)
     elapsed = time.perf_counter() - started
     size = out.stat().st_size
     stats = state.stats
@@ -946,6 +830,33 @@ def main(argv=None):
         "requests_by_api_version": [
             {"api_key": k, "api_name": API_NAMES[k], "api_version": v, "requests": n}
             for (k, v), n in sorted(stats.requests.items())
+        ],
+        "composition": {
+            "kafka_bytes": {
+                API_NAMES[k]: {
+                    "requests": stats.request_bytes[k],
+                    "responses": stats.response_bytes[k],
+                }
+                for k in sorted(by_api)
+            },
+            "largest_request_bytes": stats.largest["request"],
+            "largest_response_bytes": stats.largest["response"],
+            "responses_256k_or_more": stats.large_responses,
+            "pipelined_requests": state.pipelined,
+            "empty_fetches": state.empty_fetches,
+            "duration_s": round((state.last_ns - START_NS) / 1e9, 3),
+        },
+        "clients": [
+            {
+                "client": f"{c.conn.client_ip}:{c.conn.client.ports[0]}",
+                "client_id": c.client_id,
+                "role": c.role,
+                "mss": c.conn.mss,
+                "exchanges": c.exchanges,
+                "packets": c.conn.packets,
+                "bytes": c.conn.bytes,
+            }
+            for c in state.clients
         ],
     }
     expected_path(out).write_text(json.dumps(expected, indent=2) + "\n")

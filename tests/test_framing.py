@@ -232,7 +232,8 @@ def test_search_reports_skipped_bytes_in_bounded_pieces():
     f = Framer(is_frame_start=starts_with_magic, synced=False, max_search=4096)
     items = run(f, chunks(noise + fr(body(10)), [1000]))
     skipped = [x for x in items if isinstance(x, Skipped)]
-    assert [x.size for x in skipped] == [5000, 5000]  # reported once past max_search
+    # Reported once past max_search, each with the packet of its first byte.
+    assert skipped == [Skipped(0, 5000, "resync", 1, 10), Skipped(5000, 5000, "resync", 6, 60)]
     assert sum(x.size for x in skipped) == 10_000
     assert len(f._sbuf) == 0
     assert isinstance(items[-1], Frame)

@@ -342,13 +342,15 @@ def test_request_header_v2_client_id_is_not_compact():
 # -- hostile and truncated input -----------------------------------------------------------
 
 
-def assert_decode_error(decode, *args):
-    with deadline(2), pytest.raises(DecodeError):
+def assert_decode_error(decode, *args, match=None):
+    with deadline(2), pytest.raises(DecodeError, match=match):
         decode(*args)
 
 
-def body_error(key, kind, version, frame):
-    assert_decode_error(messages.decode_body, key, kind, version, frame, 0, Context())
+def body_error(key, kind, version, frame, match=None):
+    """Decoding the body must fail with a DecodeError (whose text matches), promptly."""
+    decode = messages.decode_body
+    assert_decode_error(decode, key, kind, version, frame, 0, Context(), match=match)
 
 
 @pytest.mark.parametrize(("key", "name", "kind", "version"), MESSAGE_VERSIONS, ids=IDS)
@@ -383,51 +385,60 @@ def test_corrupted_frames_decode_or_raise_decode_error(key, name, kind, version)
                 decode_frame(key, kind, version, bytes(bad))
 
 
+FIT = "cannot fit"
+PAST = "runs past the end"
+LONG = "longer than 5 bytes"
+SHORT = "ends before its fields do"
+
+
 def test_hostile_int32_array_count():
-    body_error(METADATA, "request", 1, struct.pack(">i", 2**31 - 1))
-    body_error(METADATA, "request", 1, struct.pack(">i", 2**31 - 1) + b"\x00" * 64)
+    body_error(METADATA, "request", 1, struct.pack(">i", 2**31 - 1), FIT)
+    body_error(METADATA, "request", 1, struct.pack(">i", 2**31 - 1) + b"\x00" * 64, FIT)
     # ListOffsetsResponse v0 OldStyleOffsets: an int64 array claiming far more than is there
     frame = struct.pack(">i", 1) + b"\x00\x01t" + struct.pack(">iih", 1, 0, 0)
-    body_error(LIST_OFFSETS, "response", 0, frame + struct.pack(">i", 2**31 - 1) + b"\x00" * 16)
+    frame += struct.pack(">i", 2**31 - 1) + b"\x00" * 16
+    body_error(LIST_OFFSETS, "response", 0, frame, FIT)
 
 
 def test_hostile_compact_array_count():
-    body_error(METADATA, "request", 9, b"\xff\xff\xff\xff\x0f" + b"\x00" * 8)
-    body_error(METADATA, "request", 9, b"\x81\x01")  # 128 topics in two bytes
+    body_error(METADATA, "request", 9, b"\xff\xff\xff\xff\x0f" + b"\x00" * 8, FIT)
+    body_error(METADATA, "request", 9, b"\x81\x01", FIT)  # 128 topics in two bytes
 
 
 def test_string_longer_than_the_frame():
-    body_error(METADATA, "request", 1, struct.pack(">ih", 1, 1000) + b"abc")
-    body_error(METADATA, "request", 1, struct.pack(">ih", 1, 2**15 - 1))
-    body_error(API_VERSIONS, "request", 3, b"\xe8\x07abc")  # compact length 999
+    body_error(METADATA, "request", 1, struct.pack(">ih", 1, 1000) + b"abc", PAST)
+    body_error(METADATA, "request", 1, struct.pack(">ih", 1, 2**15 - 1), PAST)
+    body_error(API_VERSIONS, "request", 3, b"\xe8\x07abc", PAST)  # compact length 999
 
 
 def test_bytes_and_records_longer_than_the_frame():
-    body_error(SASL_AUTHENTICATE, "request", 0, struct.pack(">i", 2**31 - 1) + b"xy")
+    body_error(SASL_AUTHENTICATE, "request", 0, struct.pack(">i", 2**31 - 1) + b"xy", PAST)
     definition = ke.definition_of(PRODUCE, "request", 3)
     value = {"TopicData": [{"Name": "t", "PartitionData": [{"Records": b""}]}]}
     frame = ke.encode(definition, 3, value)
     assert frame.endswith(struct.pack(">i", 0))
-    body_error(PRODUCE, "request", 3, frame[:-4] + struct.pack(">i", 2**31 - 1) + b"\x00" * 8)
+    frame = frame[:-4] + struct.pack(">i", 2**31 - 1) + b"\x00" * 8
+    body_error(PRODUCE, "request", 3, frame, PAST)
 
 
 def test_overlong_varints():
-    body_error(API_VERSIONS, "request", 3, b"\x80" * 6 + b"\x00" * 8)  # string length
-    body_error(API_VERSIONS, "request", 3, b"\xff" * 6 + b"\x00" * 8)
-    body_error(API_VERSIONS, "request", 3, b"\x01\x01" + b"\x80" * 6 + b"\x00")  # tag count
-    body_error(API_VERSIONS, "request", 3, b"\x01\x01\x01" + b"\xff" * 6 + b"\x00")  # tag
-    body_error(API_VERSIONS, "request", 3, b"\x01\x01\x80\x80")  # varint cut short
+    body_error(API_VERSIONS, "request", 3, b"\x80" * 6 + b"\x00" * 8, LONG)  # string length
+    body_error(API_VERSIONS, "request", 3, b"\xff" * 6 + b"\x00" * 8, LONG)
+    body_error(API_VERSIONS, "request", 3, b"\x01\x01" + b"\x80" * 6 + b"\x00", LONG)  # tag count
+    body_error(API_VERSIONS, "request", 3, b"\x01\x01\x01" + b"\xff" * 6 + b"\x00", LONG)  # tag
+    body_error(API_VERSIONS, "request", 3, b"\x01\x01\x80\x80", PAST)  # varint cut short
 
 
 def test_hostile_tag_sections():
-    body_error(API_VERSIONS, "request", 3, b"\x01\x01\xff\xff\xff\xff\x0f")  # 2**32-1 tags
-    body_error(API_VERSIONS, "request", 3, b"\x01\x01\x01\x05\x7f\x00")  # 127 bytes claimed
-    body_error(API_VERSIONS, "request", 3, b"\x01\x01\x02\x05\x00")  # second tag missing
+    body_error(API_VERSIONS, "request", 3, b"\x01\x01\xff\xff\xff\xff\x0f", FIT)  # 2**32-1 tags
+    body_error(API_VERSIONS, "request", 3, b"\x01\x01\x01\x05\x7f\x00", PAST)  # 127 bytes
+    body_error(API_VERSIONS, "request", 3, b"\x01\x01\x02\x05\x00", PAST)  # 2nd tag missing
     # a known tagged field whose contents claim a huge array
     head = struct.pack(">h", 0) + b"\x01" + struct.pack(">i", 0)
-    body_error(API_VERSIONS, "response", 3, head + b"\x01\x00\x05\xff\xff\xff\xff\x0f\x00")
-    # a known tagged field shorter than its contents
-    body_error(API_VERSIONS, "response", 3, head + b"\x01\x01\x02\x00\x00\x00")
+    frame = head + b"\x01\x00\x05\xff\xff\xff\xff\x0f\x00"
+    body_error(API_VERSIONS, "response", 3, frame, FIT)
+    # a known tagged field (FinalizedFeaturesEpoch, an int64) shorter than its contents
+    body_error(API_VERSIONS, "response", 3, head + b"\x01\x01\x02\x00\x00\x00", SHORT)
 
 
 def test_bad_headers():

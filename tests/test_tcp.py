@@ -216,6 +216,9 @@ def test_fin_does_not_end_a_half_closed_connection():
     ev = feed(t, [seg(5, S, C, s + i * 10, b"r" * 10, ack=c + 1) for i in range(3)])
     assert stream(ev, 1) == [b"r" * 30]
     assert ends(ev) == []
+    # Nothing comes after a FIN: such bytes are dropped.
+    assert t.feed(seg(6, C, S, c, b"bogus", ack=s + 30)) == []
+    assert ev[0].conn.bytes_dropped == (5, 0)
 
 
 def test_rst_mid_stream():
@@ -437,4 +440,58 @@ def test_any_reordering_and_duplication_yields_the_stream(data, cuts, isn, seed,
     ]
     evs += t.finish()
     assert stream(evs, 0) == [data]
+    assert ends(evs) == [(0, "eof")]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    size=st.integers(1, 4000),
+    mss=st.integers(1, 500),
+    seed=st.integers(0, 2**32),
+    loss=st.floats(0, 0.3),
+    max_buffer=st.integers(1, 2000),
+    isn=st.integers(0, MASK),
+)
+def test_losses_acks_and_bounds_keep_bytes_in_place(size, mss, seed, loss, max_buffer, isn):
+    """Whatever the capture loses or reorders, delivered bytes sit at their stream offsets and
+    every captured byte is accounted for."""
+    rng = random.Random(seed)
+    data = rng.randbytes(size)
+    t = TcpTracker(max_buffer=max_buffer)
+    _, c, s = handshake(t, cisn=isn)
+    segs = [(i, data[i : i + mss]) for i in range(0, size, mss)]
+    order = []
+    for item in segs:
+        if rng.random() < 0.2 and order:  # swapped with the previous one
+            order.insert(len(order) - 1, item)
+        else:
+            order.append(item)
+        if rng.random() < 0.1:
+            order.append(rng.choice(segs))
+    evs = []
+    fed = 0
+    acked = 0
+    for n, (start, payload) in enumerate(order):
+        if rng.random() < loss:  # the receiver got it, the capture did not
+            acked = max(acked, start + len(payload))
+            continue
+        fed += len(payload)
+        evs += t.feed(seg(10 + n, C, S, c + start, payload, ack=s))
+        if rng.random() < 0.3:
+            evs += t.feed(seg(10 + n, S, C, s, ack=c + max(acked, start + len(payload))))
+    evs += t.finish()
+    pos = 0
+    for e in evs:
+        if isinstance(e, StreamData):
+            assert e.data == data[pos : pos + len(e.data)]
+            pos += len(e.data)
+        elif isinstance(e, StreamGap):
+            assert e.size > 0
+            pos += e.size
+    conn = evs[-1].conn
+    assert conn.bytes_seen[0] == fed
+    assert conn.bytes_buffered == (0, 0)
+    delivered = sum(len(e.data) for e in evs if isinstance(e, StreamData))
+    assert delivered == conn.bytes_delivered[0]
+    assert delivered + conn.bytes_dup[0] + conn.bytes_dropped[0] == fed
     assert ends(evs) == [(0, "eof")]

@@ -302,7 +302,8 @@ class Recorder:
 
     On exit, after ``settle`` seconds so the last packets pass through, tcpdump gets
     SIGINT and flushes the file. ``packets_captured``/``packets_dropped`` are filled
-    from its closing statistics when it prints them.
+    from its closing statistics when it prints them; a capture with dropped packets has
+    holes in its TCP streams.
     """
 
     FORMATS = ("pcap", "pcap-ns", "pcapng")
@@ -316,6 +317,7 @@ class Recorder:
         fmt: str = "pcap",
         settle: float = 0.5,
         startup_timeout: float = 10.0,
+        buffer_kib: int = 65536,
         tcpdump: str | None = None,
     ) -> None:
         if fmt not in self.FORMATS:
@@ -326,6 +328,7 @@ class Recorder:
         self.fmt = fmt
         self.settle = settle
         self.startup_timeout = startup_timeout
+        self.buffer_kib = buffer_kib
         self.tcpdump = tcpdump or shutil.which("tcpdump")
         self.proc: subprocess.Popen | None = None
         self.packets_captured: int | None = None
@@ -342,6 +345,10 @@ class Recorder:
             # Without immediate mode TPACKET_V3 holds packets for up to a second, and
             # the ones still held when SIGINT arrives never reach the file.
             "--immediate-mode",
+            # The ring holds buffer/MTU packets (the loopback MTU is 64 KiB): the default
+            # 2 MiB drops packets of a short burst, so ask for a large one.
+            "-B",
+            str(self.buffer_kib),
             "-n",
             "-s",
             "0",

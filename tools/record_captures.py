@@ -443,7 +443,7 @@ def scenario_kafka_python(broker: Tansu, m: Manifest) -> None:
             "topics": [orders, events],
             "assignment": [f"{tp.topic}/{tp.partition}" for tp in assignment],
             "committed": committed,
-            "left_group": True,
+            "left_group": None,  # filled in from the capture
         }
         m.expect(
             "FindCoordinator",
@@ -463,6 +463,11 @@ def scenario_kafka_python(broker: Tansu, m: Manifest) -> None:
             lambda: admin.describe_groups([group]),
             lambda r: str(r)[:500],
         )
+        if not m.data["admin_calls"][-1]["ok"]:
+            m.note(
+                "kafka-python sent DescribeGroups and got a response, but failed to turn its "
+                "authorized_operations field into ACL operations (client-side error)"
+            )
         m.call(
             "list_group_offsets",
             ["OffsetFetch", "FindCoordinator"],
@@ -495,7 +500,7 @@ def scenario_confluent(broker: Tansu, m: Manifest) -> None:
     bs = broker.bootstrap
     orders, events = "cf-orders", "cf-events"
     group = "cf-group"
-    m.expect("ApiVersions", "Metadata")
+    m.expect("ApiVersions", "Metadata", "GetTelemetrySubscriptions")  # KIP-714
 
     def wait_all(futures: dict) -> dict:
         return {str(k): (f.result(timeout=15) is None) for k, f in futures.items()}
@@ -630,7 +635,7 @@ def scenario_confluent(broker: Tansu, m: Manifest) -> None:
             "topics": [orders, events],
             "assignment": assignment,
             "committed": dict(sorted(committed.items())),
-            "left_group": True,
+            "left_group": None,  # filled in from the capture
         }
         m.expect(
             "FindCoordinator",
@@ -651,7 +656,8 @@ def scenario_confluent(broker: Tansu, m: Manifest) -> None:
         )
         m.call(
             "describe_consumer_groups",
-            ["DescribeGroups", "FindCoordinator"],
+            # librdkafka asks with ConsumerGroupDescribe (KIP-848) when the broker offers it.
+            ["ConsumerGroupDescribe", "FindCoordinator"],
             lambda: admin.describe_consumer_groups([group], request_timeout=10)[group].result(
                 timeout=15
             ),
@@ -814,7 +820,7 @@ async def _aiokafka(broker: Tansu, m: Manifest) -> None:
             "topics": [orders, events],
             "assignment": [f"{tp.topic}/{tp.partition}" for tp in assignment],
             "committed": committed,
-            "left_group": True,
+            "left_group": None,  # filled in from the capture
         }
         m.expect(
             "FindCoordinator",
@@ -845,6 +851,13 @@ async def _aiokafka(broker: Tansu, m: Manifest) -> None:
             lambda: admin.list_consumer_group_offsets(group),
             lambda r: {f"{tp.topic}/{tp.partition}": o.offset for tp, o in sorted(r.items())},
         )
+        if not m.data["admin_calls"][-1]["ok"]:
+            m.note(
+                "aiokafka list_consumer_group_offsets asks OffsetFetch v3 for all partitions "
+                "(topics null); the response from Tansu is shorter than the v3 schema (no "
+                "topics array and error code after the throttle time), aiokafka fails to "
+                "parse it and closes the connection"
+            )
         await acall(
             "delete_topics",
             ["DeleteTopics"],
@@ -1029,7 +1042,7 @@ def scenario_compression(broker: Tansu, m: Manifest) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     bs = broker.bootstrap
-    m.expect("ApiVersions", "Metadata")
+    m.expect("ApiVersions", "Metadata", "GetTelemetrySubscriptions")  # KIP-714
     admin = AdminClient({"bootstrap.servers": bs, "client.id": m.client_id("comp-admin")})
     topics = [f"comp-{codec}" for codec in COMPRESSION_CODECS]
     try:
@@ -1340,6 +1353,7 @@ def record(scenario: Scenario, out_dir: Path, port: int, fmt: str) -> dict[str, 
     m.data["capture_bytes"] = capture.stat().st_size
     m.data["observed"] = scan_capture(capture, m.data["broker_port"])
     m.data["tshark"] = f"tshark -r {capture.name} -d tcp.port=={broker.port},kafka -Y kafka"
+    annotate_from_capture(m)
     missing = sorted(
         set(m.data["expected_api_keys"]) - set(m.data["observed"]["requests"]), key=int
     )
@@ -1350,6 +1364,35 @@ def record(scenario: Scenario, out_dir: Path, port: int, fmt: str) -> dict[str, 
         )
     m.write(manifest_path)
     return m.data
+
+
+def annotate_from_capture(m: Manifest) -> None:
+    """Add the facts that only the capture shows to the manifest."""
+    conns = m.data["observed"]["per_connection"]
+    answered_acks0 = [
+        c["client_port"]
+        for c in conns
+        if (c["client_id"] or "").endswith("acks0")
+        and any(k == 0 and corr in c["responses"] for k, _v, corr in c["requests"])
+    ]
+    if answered_acks0:
+        m.note(
+            "Tansu answers Produce requests sent with acks=0 (a Kafka broker sends no "
+            "response to them): see the connections from client ports "
+            + ", ".join(map(str, answered_acks0))
+        )
+    group = m.data["consumer_group"]
+    if group:
+        left = any(
+            c["client_id"] == group["client_id"] and any(k == 13 for k, _v, _c in c["requests"])
+            for c in conns
+        )
+        group["left_group"] = left
+        if not left:
+            m.note(
+                f"{group['client_id']} sent no LeaveGroup on close: Tansu hands out "
+                "generation id 0 and the client only leaves a group with a generation above 0"
+            )
 
 
 def _tansu_version(binary: str | None) -> str:

@@ -46,8 +46,9 @@ class Framer:
 
     is_frame_start(buf, pos, size) -> bool tells whether a frame of that size whose body starts
     at buf[pos] is believable; buf holds at least min(size, lookahead) bytes from pos, except
-    just before a gap or the end of the stream, where it holds what there is. Without it the
-    framer cannot find its way back once lost, and skips everything after.
+    just before a gap or the end of the stream, where it holds what there is. It must not keep
+    a reference to buf. Without it the framer cannot find its way back once lost, and skips
+    everything after.
     synced=False starts in search mode (the capture began mid-stream).
     """
 
@@ -376,6 +377,7 @@ class Framer:
         """Add data[pos:] to the search buffer and look for a frame start in it."""
         if not self._sbuf:
             self._soff = base + pos
+            self._sfr = []
         self._sfr.append((len(self._sbuf), frame, ts))
         self._sbuf += memoryview(data)[pos:] if pos else data
         return self._scan(out, False)

@@ -46,7 +46,12 @@ class Conversation:
         self.kafka = forced  # forced by --port, else confirmed by a request that decodes
         self.sniffed = forced  # whether the first bytes were checked for a request's shape
         self.max_frame = max_frame
-        self.framers = (Framer(max_frame=max_frame), Framer(max_frame=max_frame))
+        # Without the SYN the capture may start mid-frame: search for a frame start first.
+        synced = conn.how == "syn"
+        self.framers = tuple(
+            Framer(max_frame=max_frame, is_frame_start=self._frame_start(side), synced=synced)
+            for side in (0, 1)
+        )
         self.pending = {}  # correlation id -> deque of Requests (ids may repeat)
         self.held = ([], [])  # frames per side while the client side is unknown
         self.malformed = 0
@@ -65,6 +70,17 @@ class Conversation:
                 self._not_kafka()
                 return []
         return self._framed(side, self.framers[side].feed(data, frame, ts))
+
+    def _frame_start(self, side):
+        """The check the framer uses to re-find frame boundaries on one side (after a gap)."""
+
+        def check(buf, pos, size):
+            client = self.conn.client_side
+            if client is None or side == client:
+                return plausible_request(buf, pos, size)
+            return size >= 4 and len(buf) - pos >= 4 and i32(buf, pos)[0] in self.pending
+
+        return check
 
     def gap(self, side, size, frame, ts):
         return self._framed(side, self.framers[side].gap(size, frame, ts))

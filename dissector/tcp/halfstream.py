@@ -87,9 +87,17 @@ class HalfStream:
     def put(self, start, data, size, frame, ts, out):
         """Take size bytes at a stream offset (data None: bytes the capture cut off)."""
         n = size if data is not None else 0
-        if self.fin is not None and start >= self.fin:
-            self.dropped += n
-            return
+        fin = self.fin
+        if fin is not None and start + size > fin:  # nothing is sent after the FIN
+            if start >= fin:
+                self.dropped += n
+                return
+            extra = start + size - fin
+            size -= extra
+            if data is not None:
+                data = data[:size]
+                self.dropped += extra
+                n = size
         nxt = self.nxt
         if start + size <= nxt:  # retransmission, keep-alive
             self.dup += n

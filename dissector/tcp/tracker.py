@@ -158,25 +158,26 @@ class TcpTracker:
         """Everything the fast path does not take: handshake, holes, ends, odd segments."""
         frame, ts, _, _, _, _, seq, ack, flags, payload, missing = seg
         conn = half.conn
+        peer = half.peer
+        fresh_syn = flags & (SYN | ACK) == SYN and not (half.syn and half.isn == seq)
+        if fresh_syn and (half.base is not None or peer.base is not None):
+            # A new SYN, not a retransmitted one, on a 4-tuple in use: the port was reused.
+            self._end(conn, frame, ts, "reused", out)
+            self._segment(self._open(seg), seg, out)
+            return
         conn.last_frame = frame
         conn.last_ts = ts
-        peer = half.peer
         n = len(payload)
         if flags & RST:
             half.dropped += n
             self._end(conn, frame, ts, "rst", out)
             return
         if flags & SYN:
-            if not flags & ACK:
-                if not (half.syn and half.isn == seq):  # not a retransmitted SYN
-                    if half.base is not None or peer.base is not None:
-                        self._end(conn, frame, ts, "reused", out)
-                        self._segment(self._open(seg), seg, out)
-                        return
-                    half.start(seq, True)
-                    conn.client_side = half.side
-                    conn.how = "syn"
-            elif not half.syn and half.nxt == 0 and not half.starts:
+            if fresh_syn:
+                half.start(seq, True)
+                conn.client_side = half.side
+                conn.how = "syn"
+            elif flags & ACK and not half.syn and half.nxt == 0 and not half.starts:
                 half.start(seq, True)
                 conn.client_side = peer.side
                 conn.how = "syn"
