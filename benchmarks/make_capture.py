@@ -4,21 +4,25 @@ Several clients talk to one broker at 10.0.0.1:9092 over concurrent TCP connecti
 connection opens with a three-way handshake, asks ApiVersions (v3) and Metadata, then runs a
 workload that depends on its role:
 
-* producers send Produce (v7 or v9, acks=1) requests carrying magic-2 record batches of a few KB
+* producers send Produce (v7 or v8, acks=1) requests carrying magic-2 record batches of a few KB
   to about 1 MB, sometimes pipelining two or three requests before the responses come back;
 * one telemetry producer sends small Produce requests with acks=0, which get no response;
-* consumers run incremental fetch sessions (Fetch v11 or v12) whose responses carry record
+* consumers run incremental fetch sessions (Fetch v10 or v11) whose responses carry record
   batches, up to about 1 MB spread over many segments; a few come back empty after a long poll;
 * an admin client refreshes the metadata of every topic;
-* every client refreshes its metadata now and then.
+* every client refreshes its metadata (v9) now and then.
+
+Responses follow their requests after 0.2-5 ms of server time (long polls that come back empty
+take 20-100 ms). These versions are the newest tshark 4.0 decodes; --newest gives the newer
+clients the flexible Produce v9, Fetch v12 and Metadata v12 instead.
 
 Frames are encoded with kafka-python's protocol classes; Ethernet, IPv4 and TCP headers (with
 timestamps option and correct checksums) are packed directly. Most connections use an MSS of
 1448 bytes; a few run on the broker host itself with loopback-sized segments of 65483 bytes.
 The connections stop once the file reaches the requested size and close with FIN.
 
-The expected counts (requests per API key and version, statuses, packets, bytes) are written next
-to the capture as <name>.expected.json.
+The expected counts (requests per API key and version, statuses, packets, bytes) and the
+traffic's composition are written next to the capture as <name>.expected.json.
 
     python benchmarks/make_capture.py [--size-mb 320] [--out benchmarks/out/mixed.pcap]
 """

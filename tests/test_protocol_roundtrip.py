@@ -454,8 +454,14 @@ def test_bad_headers():
 def test_unknown_versions_and_leftover_bytes():
     body_error(API_VERSIONS, "request", 999, b"")
     body_error(9999, "request", 0, b"")
-    body_error(API_VERSIONS, "request", 0, b"\x00")
-    body_error(CONTROLLED_SHUTDOWN, "request", 0, struct.pack(">ii", 1, 2))
+    # Bytes after the last field are kept, not rejected (brokers ignore them as well).
+    assert messages.decode_body(API_VERSIONS, "request", 0, b"\x00", 0, Context()) == {
+        "_trailing_bytes": b"\x00"
+    }
+    body = messages.decode_body(
+        CONTROLLED_SHUTDOWN, "request", 0, struct.pack(">ii", 1, 2), 0, Context()
+    )
+    assert body == {"BrokerId": 1, "_trailing_bytes": b"\x00\x00\x00\x02"}
 
 
 def test_random_bytes_never_raise_anything_else():

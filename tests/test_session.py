@@ -214,3 +214,30 @@ def test_correlation_id_reused_is_matched_in_order():
     c.response(metadata_response(7, [("t", 0)]))
     out, _ = run(cap)
     assert [(e.api_name, e.status) for e in out] == [("ApiVersions", "ok"), ("Metadata", "ok")]
+
+
+def test_acks_zero_produce_answered_anyway_is_matched():
+    # Some brokers (Tansu among them) answer acks=0 produce requests; pair them like Wireshark.
+    cap = Capture()
+    c = Connection(cap)
+    c.request(produce(1, acks=0))
+    c.request(produce(2, acks=0))
+    c.response(encode_response(0, 7, 2, {"Responses": [], "ThrottleTimeMs": 0}))
+    c.request(produce(3, acks=0))
+    out, _ = run(cap)
+    assert [(e.correlation_id, e.status, e.response_frame) for e in out] == [
+        (1, "no_response_expected", None),
+        (2, "ok", 6),
+        (3, "no_response_expected", None),
+    ]
+
+
+def test_trailing_bytes_after_a_request_body_are_kept_not_fatal():
+    cap = Capture()
+    c = Connection(cap)
+    c.request(api_versions(1))
+    c.response(api_versions_response(1))
+    c.request(metadata_request(2, ["t"], version=12) + b"\x01\x00\x00")
+    c.response(metadata_response(2, [("t", 0)], version=12))
+    out, _ = run(cap)
+    assert out[1].status == "ok" and out[1].request["_trailing_bytes"] == b"\x01\x00\x00"

@@ -72,7 +72,11 @@ def decode_response_header(buf, api_key, version):
 
 
 def decode_body(api_key, kind, version, buf, pos, ctx):
-    """Decode a body starting at pos; the whole rest of the frame must be consumed."""
+    """Decode a body starting at pos.
+
+    Bytes after the last field are kept under "_trailing_bytes" rather than rejected:
+    brokers ignore them too, and some clients send them (librdkafka's Metadata v12).
+    """
     decode = body_decoder(api_key, kind, version)
     if decode is None:
         raise DecodeError(f"no schema for {kind} key {api_key} version {version}", pos)
@@ -83,5 +87,5 @@ def decode_body(api_key, kind, version, buf, pos, ctx):
     except RecursionError:
         raise DecodeError(f"{kind} nests too deeply", pos) from None
     if end != len(buf):
-        raise DecodeError(f"{len(buf) - end} bytes left over after the {kind} body", end)
+        body["_trailing_bytes"] = bytes(buf[end:])
     return body

@@ -20,6 +20,7 @@ from .plausible import plausible_request
 
 PRODUCE = 0
 UNDECIDED_LIMIT = 64  # frames held per side while the client side is unknown
+SILENT_WINDOW = 64  # acks=0 produce requests kept in case a broker answers them anyway
 
 
 class Request:
@@ -53,6 +54,9 @@ class Conversation:
             for side in (0, 1)
         )
         self.pending = {}  # correlation id -> deque of Requests (ids may repeat)
+        # Produce requests with acks=0 expect no response, but some brokers answer them:
+        # the newest are kept until a later response proves theirs will not come.
+        self.silent = deque()
         self.held = ([], [])  # frames per side while the client side is unknown
         self.malformed = 0
         self.skipped = [0, 0]  # bytes per side that were not part of any frame
@@ -114,7 +118,9 @@ class Conversation:
             for queue in self.pending.values()
             for req in queue
         ]
+        out += [self._build(req, status=ex.NO_RESPONSE_EXPECTED) for req in self.silent]
         self.pending.clear()
+        self.silent.clear()
         return out
 
     # -- direction ---------------------------------------------------------------------------
@@ -142,12 +148,12 @@ class Conversation:
     def _decodes_as_request(data):
         try:
             header = messages.decode_request_header(data)
-            messages.decode_body(
+            body = messages.decode_body(
                 header.api_key, "request", header.api_version, data, header.end, Context()
             )
         except DecodeError:
             return False
-        return True
+        return "_trailing_bytes" not in body
 
     # -- requests ----------------------------------------------------------------------------
 
@@ -166,19 +172,36 @@ class Conversation:
         except DecodeError as e:
             reason = f"request body: {e}"
         if not self.kafka:
-            if body is None:
+            if body is None or "_trailing_bytes" in body:
                 self._not_kafka()
                 return []
             self.kafka = True
         req = Request(frame, header, body, ctx.topics, reason)
         if header.api_key == PRODUCE and body is not None and body.get("Acks") == 0:
-            return [self._build(req, status=ex.NO_RESPONSE_EXPECTED)]
+            self.silent.append(req)
+            if len(self.silent) > SILENT_WINDOW:
+                return [self._build(self.silent.popleft(), status=ex.NO_RESPONSE_EXPECTED)]
+            return []
         queue = self.pending.get(header.correlation_id)
         if queue is None:
             self.pending[header.correlation_id] = deque([req])
         else:
             queue.append(req)
         return []
+
+    def _unsilence(self, corr):
+        """The acks=0 request a response answers, if any; and the older ones, which were
+        not answered (a broker answers in order)."""
+        for req in self.silent:
+            if req.header.correlation_id == corr:
+                break
+        else:
+            return None, []
+        done = []
+        while self.silent[0] is not req:
+            done.append(self._build(self.silent.popleft(), status=ex.NO_RESPONSE_EXPECTED))
+        self.silent.popleft()
+        return req, done
 
     def _malformed_request(self, frame, reason):
         if not self.kafka:
@@ -190,6 +213,7 @@ class Conversation:
     def _not_kafka(self):
         self.conn.ignored = True
         self.pending.clear()
+        self.silent.clear()
 
     # -- responses ---------------------------------------------------------------------------
 
@@ -206,13 +230,28 @@ class Conversation:
             ]
         (corr,) = i32(data, 0)
         queue = self.pending.get(corr)
-        if not queue:
-            return [self._build(None, frame, corr=corr, status=ex.ORPHAN_RESPONSE)]
-        req = queue.popleft()
-        if not queue:
-            del self.pending[corr]
+        if queue:
+            req = queue.popleft()
+            if not queue:
+                del self.pending[corr]
+            out = self._answered_before(req)
+        else:
+            req, out = self._unsilence(corr)
+            if req is None:
+                return [self._build(None, frame, corr=corr, status=ex.ORPHAN_RESPONSE)]
+        return out + [self._answer(req, frame)]
+
+    def _answered_before(self, req):
+        """acks=0 requests sent before an answered request will get no response."""
+        out = []
+        while self.silent and self.silent[0].frame.offset < req.frame.offset:
+            out.append(self._build(self.silent.popleft(), status=ex.NO_RESPONSE_EXPECTED))
+        return out
+
+    def _answer(self, req, frame):
+        data = frame.data
         if req.header is None:
-            return [self._build(req, frame, status=ex.MALFORMED, reason=req.reason)]
+            return self._build(req, frame, status=ex.MALFORMED, reason=req.reason)
         key, version = req.header.api_key, req.header.api_version
         ctx = Context()
         body = reason = None
@@ -221,7 +260,7 @@ class Conversation:
             body = messages.decode_body(key, "response", version, data, pos, ctx)
         except DecodeError as e:
             reason = f"response body: {e}"
-        return [self._build(req, frame, body, ctx, reason=reason)]
+        return self._build(req, frame, body, ctx, reason=reason)
 
     # -- rows --------------------------------------------------------------------------------
 
