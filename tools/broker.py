@@ -238,20 +238,27 @@ class Tansu:
             fd, name = tempfile.mkstemp(prefix="tansu-", suffix=".log")
             os.close(fd)
             self.log_path = Path(name)
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                self.command(),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
         try:
+            with open(self.log_path, "wb") as log:
+                self.proc = subprocess.Popen(
+                    self.command(),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
             self._wait_ready()
         except BaseException:
             self.stop()
+            self._drop_log()  # its tail is in the exception
             raise
         return self
+
+    def _drop_log(self) -> None:
+        if self._own_log and self.log_path is not None:
+            with contextlib.suppress(OSError):
+                self.log_path.unlink()
+            self.log_path = None
 
     def _wait_ready(self) -> None:
         assert self.proc is not None and self.port is not None
@@ -285,9 +292,8 @@ class Tansu:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
-        if self._own_log and self.log_path is not None and exc_info[0] is None:
-            with contextlib.suppress(OSError):
-                self.log_path.unlink()
+        if exc_info[0] is None:
+            self._drop_log()  # kept after an error, for its log tail
 
 
 # --------------------------------------------------------------------------- recorder

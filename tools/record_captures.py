@@ -12,6 +12,29 @@ with a small TCP reassembler of its own so it does not depend on the dissector.
 Usage::
 
     python tools/record_captures.py [--out captures/] [--only kafka-python] [--port 9092]
+
+Manifest fields:
+
+* ``broker_port``, ``broker`` (command line, version), ``client`` (library, version),
+  ``client_ids``, ``link_type`` (1 = Ethernet: tcpdump on Linux loopback writes zeroed
+  Ethernet headers), ``tcpdump`` (packets captured/dropped; samples have no drops).
+* ``produce``: one entry per record sent, in send order: ``topic``, ``partition``,
+  ``key``/``value`` as ``{"text", "length"}`` (``length`` -1 and ``text`` null for a
+  null field; values over 256 bytes give ``prefix`` and ``sha256`` instead of
+  ``text``), ``headers`` as ``[name, value]``, ``timestamp_ms``, ``acks``,
+  ``compression``, ``offset`` (from the client; null when unknown, as with acks=0),
+  ``error``.
+* ``consumed``: the records the consumer got back, with their offsets, sorted by
+  topic, partition and offset; ``all_consumed`` tells whether every produced record
+  came back.
+* ``consumer_group``: group id, assignment, committed offsets, ``left_group``.
+* ``admin_calls``: each call, the APIs it uses, ``ok`` and a short result or error.
+* ``expected_api_keys``: the API keys the workload necessarily sends.
+* ``skipped`` and ``notes``: what did not work or behaves unlike Apache Kafka, and why.
+* ``observed``: from the capture itself: per API key the versions, count and requests
+  left unanswered; ``per_connection`` in order of appearance with the client id, the
+  requests as ``[api_key, api_version, correlation_id]`` and the response correlation
+  ids.
 """
 
 from __future__ import annotations
@@ -44,8 +67,9 @@ from tools.broker import Recorder, Tansu  # noqa: E402
 #: Fixed record timestamps: base + index, so the manifest can state them exactly.
 TIMESTAMP_BASE_MS = 1_700_000_000_000
 
-#: Rebalance settings: Tansu holds a JoinGroup until the rebalance timeout, which
-#: clients derive from max.poll.interval.ms, so keep it short.
+#: Rebalance settings: Tansu delays the JoinGroup answer by a time tied to the rebalance
+#: timeout, which clients take from max.poll.interval.ms (five minutes by default, which
+#: keeps a consumer waiting far too long), so keep it short.
 SESSION_TIMEOUT_MS = 6000
 MAX_POLL_INTERVAL_MS = 6000
 
@@ -347,11 +371,22 @@ def scenario_kafka_python(broker: Tansu, m: Manifest) -> None:
             ),
             lambda r: {t: sorted(c)[:20] for t, c in r.get("topic", {}).items()},
         )
+        cluster = m.call(
+            "describe_cluster",
+            ["DescribeCluster"],
+            admin.describe_cluster,
+            lambda r: {
+                "cluster_id": r["cluster_id"],
+                "controller_id": r["controller_id"],
+                "brokers": [b["broker_id"] for b in r["brokers"]],
+            },
+        )
+        broker_id = str(cluster["brokers"][0]["broker_id"]) if cluster else "111"
         m.call(
-            "describe_configs(broker)",
+            f"describe_configs(broker {broker_id})",
             ["DescribeConfigs"],
             lambda: admin.describe_configs(
-                [ConfigResource(ConfigResourceType.BROKER, "111", configs=None)],
+                [ConfigResource(ConfigResourceType.BROKER, broker_id, configs=None)],
                 config_filter="all",
             ),
             lambda r: {k: {n: len(c) for n, c in v.items()} for k, v in r.items()},
@@ -1179,14 +1214,17 @@ def _version(module: str) -> str:
             out = subprocess.run(["kcat", "-V"], capture_output=True, text=True, timeout=10)
         except OSError:
             return "unknown"
-        for line in out.stdout.splitlines():
-            if "version" in line:
-                return line.strip()
+        for line in (out.stdout + out.stderr).splitlines():
+            if line.lower().startswith("version "):
+                # "Version 1.7.1 (JSON, ..., librdkafka 2.0.2 builtin.features=...)"
+                words = line.split()
+                lib = line.split("librdkafka ", 1)[1].split()[0] if "librdkafka " in line else "?"
+                return f"{words[1]} (librdkafka {lib})"
         return "unknown"
     if module == "confluent-kafka":
         import confluent_kafka
 
-        return f"{confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})"
+        return f"{confluent_kafka.version()} (librdkafka {confluent_kafka.libversion()[0]})"
     from importlib.metadata import version
 
     return version(module)
@@ -1351,9 +1389,21 @@ def record(scenario: Scenario, out_dir: Path, port: int, fmt: str) -> dict[str, 
             "packets_dropped": rec.packets_dropped,
         }
     m.data["capture_bytes"] = capture.stat().st_size
+    m.data["link_type"] = _link_type(capture)
     m.data["observed"] = scan_capture(capture, m.data["broker_port"])
     m.data["tshark"] = f"tshark -r {capture.name} -d tcp.port=={broker.port},kafka -Y kafka"
     annotate_from_capture(m)
+    if scenario.name == "compression":
+        raw = capture.read_bytes()
+        m.data["compressed_payload_markers"] = {
+            "note": "occurrences in the capture file; each batch crosses the wire twice "
+            "(Produce request, Fetch response)",
+            "gzip (1f 8b 08)": raw.count(b"\x1f\x8b\x08"),
+            "zstd frame (28 b5 2f fd)": raw.count(b"\x28\xb5\x2f\xfd"),
+            "lz4 frame (04 22 4d 18)": raw.count(b"\x04\x22\x4d\x18"),
+            "snappy xerial framing (82 'SNAPPY' 00)": raw.count(b"\x82SNAPPY\x00"),
+            "plain text of a record value": raw.count(b"gzip record 1"),
+        }
     missing = sorted(
         set(m.data["expected_api_keys"]) - set(m.data["observed"]["requests"]), key=int
     )
@@ -1364,6 +1414,20 @@ def record(scenario: Scenario, out_dir: Path, port: int, fmt: str) -> dict[str, 
         )
     m.write(manifest_path)
     return m.data
+
+
+ATTEMPTS = 3
+
+
+def capture_holes(data: dict[str, Any]) -> str:
+    """Why a capture is not usable as a sample (dropped packets, gaps), or ``""``."""
+    dropped = data["tcpdump"]["packets_dropped"]
+    if dropped:
+        return f"tcpdump dropped {dropped} packets"
+    gaps = [c["client_port"] for c in data["observed"]["per_connection"] if c.get("incomplete")]
+    if gaps:
+        return "incomplete TCP streams from client ports " + ", ".join(map(str, gaps))
+    return ""
 
 
 def annotate_from_capture(m: Manifest) -> None:
@@ -1393,6 +1457,19 @@ def annotate_from_capture(m: Manifest) -> None:
                 f"{group['client_id']} sent no LeaveGroup on close: Tansu hands out "
                 "generation id 0 and the client only leaves a group with a generation above 0"
             )
+
+
+def _link_type(capture: Path) -> int | None:
+    """The pcap link-layer type (1 = Ethernet, which tcpdump uses on Linux loopback)."""
+    with open(capture, "rb") as fh:
+        header = fh.read(24)
+    if len(header) < 24:
+        return None
+    if header[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1"):
+        return struct.unpack_from("<I", header, 20)[0]
+    if header[:4] in (b"\xa1\xb2\xc3\xd4", b"\xa1\xb2\x3c\x4d"):
+        return struct.unpack_from(">I", header, 20)[0]
+    return None  # pcapng: per interface, see its interface description block
 
 
 def _tansu_version(binary: str | None) -> str:
@@ -1444,7 +1521,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: skipped, {scenario.needs} not installed")
             continue
         try:
-            data = record(scenario, args.out.resolve(), args.port, args.fmt)
+            for attempt in range(1, ATTEMPTS + 1):
+                data = record(scenario, args.out.resolve(), args.port, args.fmt)
+                holes = capture_holes(data)
+                if not holes:
+                    break
+                print(f"{name}: attempt {attempt}: {holes}", file=sys.stderr)
+            else:
+                raise RuntimeError(f"no complete capture in {ATTEMPTS} attempts")
         except Exception:
             failures += 1
             print(f"{name}: FAILED", file=sys.stderr)

@@ -1,0 +1,103 @@
+"""The kafka-dissect command line on the bundled captures."""
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import dissector
+
+SAMPLE = Path(__file__).resolve().parent.parent / "captures" / "kafka-python.pcap"
+
+
+def run(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "dissector", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def summary_rows(stdout):
+    """api name -> (version, request count) from the printed summary."""
+    rows = {}
+    for line in stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 7 and parts[1].isdigit() and parts[2].isdigit():
+            rows[(parts[0], int(parts[1]))] = int(parts[2])
+    return rows
+
+
+def test_analyze_prints_the_summary():
+    res = run("analyze", SAMPLE, "--no-progress")
+    assert res.returncode == 0, res.stderr
+    pairs = dissector.read_pcap(SAMPLE)
+    rows = summary_rows(res.stdout)
+    expected = pairs.groupby(["api_name", "api_version"]).size()
+    assert rows == {(name, int(v)): int(n) for (name, v), n in expected.items()}
+    assert rows[("Produce", 9)] == 4 and rows[("Metadata", 12)] == 10
+    joins = [line for line in res.stdout.splitlines() if line.startswith("JoinGroup")]
+    assert "MEMBER_ID_REQUIRED x1" in joins[0]
+    counts = pairs.status.value_counts()
+    assert f"status: ok {counts['ok']}, error {counts['error']}," in res.stdout
+    assert f"{len(pairs)} exchanges" in res.stdout
+    assert res.stderr == ""  # no progress bar when stderr is not a terminal
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv", ".jsonl"])
+def test_analyze_writes_the_table(tmp_path, suffix):
+    out = tmp_path / f"pairs{suffix}"
+    res = run("analyze", SAMPLE, "--port", 9092, "-o", out, "--no-progress")
+    assert res.returncode == 0, res.stderr
+    expected = dissector.read_pcap(SAMPLE, ports=[9092])
+    if suffix == ".parquet":
+        got = pd.read_parquet(out)
+    elif suffix == ".csv":
+        got = pd.read_csv(out)
+    else:
+        got = pd.read_json(out, lines=True)
+    assert list(got.columns) == list(dissector.COLUMNS)
+    assert len(got) == len(expected)
+    assert list(got.correlation_id) == list(expected.correlation_id)
+    assert list(got.request_frame.fillna(-1).astype(int)) == list(
+        expected.request_frame.fillna(-1).astype(int)
+    )
+    first = got.request.iloc[0]
+    request = json.loads(first) if isinstance(first, str) else first
+    assert request == expected.request.iloc[0]
+
+
+def test_gzip_capture_gives_the_same_pairs(tmp_path):
+    gz = tmp_path / "kafka-python.pcap.gz"
+    gz.write_bytes(gzip.compress(SAMPLE.read_bytes()))
+    a, b = dissector.read_pcap(SAMPLE), dissector.read_pcap(gz)
+    cols = ["request_frame", "response_frame", "correlation_id", "latency_ms", "status"]
+    pd.testing.assert_frame_equal(a[cols], b[cols])
+
+
+def test_bad_input_is_one_line_with_file_and_offset(tmp_path):
+    junk = tmp_path / "junk.pcap"
+    junk.write_bytes(b"this is not a capture file at all")
+    res = run("analyze", junk)
+    assert res.returncode == 2
+    assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
+    assert str(junk) in res.stderr and "offset 0" in res.stderr
+    missing = run("analyze", tmp_path / "missing.pcap")
+    assert missing.returncode == 2 and "missing.pcap" in missing.stderr
+    assert "Traceback" not in missing.stderr
+
+
+def test_truncated_capture_decodes_up_to_the_cut_with_a_warning(tmp_path):
+    cut = tmp_path / "cut.pcap"
+    data = SAMPLE.read_bytes()
+    cut.write_bytes(data[: len(data) // 2 + 7])
+    res = run("analyze", cut, "--no-progress")
+    assert res.returncode == 0
+    assert "warning" in res.stderr and "truncated" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert "exchanges" in res.stdout

@@ -1,0 +1,88 @@
+"""Wireshark's Kafka dissector as an oracle: the Kafka PDUs tshark finds in a capture.
+
+tshark's PDML output has one <proto name="kafka"> element per PDU, so several PDUs in one
+packet stay apart. Only header facts are taken: they are what tshark gets right for every
+version; its body decoding stops at the versions it knows (Debian's 4.0 build: Produce v8,
+Fetch v11, Metadata v9, ...), which it flags as "unsupported".
+"""
+
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+
+
+@dataclass
+class Pdu:
+    frame: int
+    srcport: int
+    dstport: int
+    length: int
+    correlation_id: int | None
+    api_key: int | None
+    api_version: int | None
+    client_id: str | None
+    request_frame: int | None  # on responses: the request tshark matched it to
+    unsupported: bool  # tshark does not know this API key or version (body undecoded)
+    malformed: bool
+
+
+def available():
+    return shutil.which("tshark") is not None
+
+
+def kafka_pdus(path, port):
+    out = subprocess.run(
+        ["tshark", "-r", str(path), "-d", f"tcp.port=={port},kafka", "-T", "pdml", "-Y", "kafka"],
+        capture_output=True,
+        check=True,
+        timeout=300,
+    ).stdout
+    pdus = []
+    for packet in ET.fromstring(out).iter("packet"):
+        frame = srcport = dstport = None
+        for field in packet.iter("field"):
+            name = field.get("name")
+            if name == "frame.number":
+                frame = int(field.get("show"))
+            elif name == "tcp.srcport" and srcport is None:
+                srcport = int(field.get("show"))
+            elif name == "tcp.dstport" and dstport is None:
+                dstport = int(field.get("show"))
+        for proto in packet.findall("proto"):
+            if proto.get("name") == "kafka":
+                pdus.append(_pdu(proto, frame, srcport, dstport))
+    return pdus
+
+
+def _pdu(proto, frame, srcport, dstport):
+    values = {}
+    for field in proto.findall("field"):  # header fields are direct children
+        values.setdefault(field.get("name"), field.get("show"))
+    names = {f.get("name") for f in proto.iter("field")}
+    version_field = next(
+        (f for f in proto.findall("field") if f.get("name") == "kafka.api_version"), None
+    )
+    unsupported = "kafka.unknown_api_key" in {f.get("name") for f in proto.findall("field")}
+    if version_field is not None:
+        unsupported |= any(
+            f.get("name") == "kafka.unsupported_api_version" for f in version_field.iter("field")
+        )
+
+    def number(name):
+        v = values.get(name)
+        return None if v is None else int(v)
+
+    return Pdu(
+        frame=frame,
+        srcport=srcport,
+        dstport=dstport,
+        length=number("kafka.len"),
+        correlation_id=number("kafka.correlation_id"),
+        api_key=number("kafka.api_key"),
+        api_version=number("kafka.api_version"),
+        client_id=values.get("kafka.client_id"),
+        request_frame=number("kafka.request_frame"),
+        unsupported=unsupported,
+        malformed="_ws.malformed" in names,
+    )
