@@ -7,7 +7,7 @@ import warnings
 
 from . import source
 from .errors import DissectorError
-from .flow import DEFAULT_MAX_FRAME
+from .options import DEFAULT_MAX_FRAME
 from .tables import build_table
 from .tables.output import FORMATS, write_table
 from .tables.summary import summary_text
@@ -34,6 +34,16 @@ def build_parser():
         default=DEFAULT_MAX_FRAME,
         help="largest Kafka frame accepted, in bytes (default %(default)s)",
     )
+    analyze.add_argument(
+        "--protocol",
+        choices=["0.7", "0.8+"],
+        help="protocol generation of every connection (default: decided per connection)",
+    )
+    analyze.add_argument(
+        "--show-secrets",
+        action="store_true",
+        help="show SASL passwords, proofs and tokens instead of redacting them",
+    )
     progress = analyze.add_mutually_exclusive_group()
     progress.add_argument(
         "--progress", action="store_true", default=None, help="always show progress"
@@ -48,7 +58,14 @@ def build_parser():
 def analyze(args):
     frames = []
     for path in args.captures:
-        dissection = source.dissect(path, args.port, args.max_frame, args.progress)
+        dissection = source.dissect(
+            path,
+            args.port,
+            progress=args.progress,
+            max_frame=args.max_frame,
+            protocol=args.protocol,
+            show_secrets=args.show_secrets,
+        )
         current = dissection
         try:
             with warnings.catch_warnings(record=True) as caught:

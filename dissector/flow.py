@@ -1,25 +1,27 @@
 """The sans-I/O core: packets in, exchanges out. Files, live capture and Spark all drive it."""
 
 from .net.decode import NetDecoder
+from .options import Options
 from .session.conversation import Conversation
+from .session.directory import Directory
 from .tcp import StreamData, StreamEnd, StreamGap, TcpTracker
-
-DEFAULT_MAX_FRAME = 128 * 1024 * 1024  # above Kafka's default socket.request.max.bytes
 
 
 class Dissector:
     """Feed packets in capture order; collect the exchanges each call returns.
 
-    ports: broker ports. When given, only connections to them are dissected, and they are
-    taken as Kafka without further checks. When empty, every TCP connection is examined and
-    kept if its first request decodes.
+    With broker ports in the options, only connections to them are dissected, and they are
+    taken as Kafka without further checks. Without, every TCP connection is examined and kept
+    if its first request decodes as Kafka (0.8+) or has the shape of a 0.7 request.
     """
 
-    def __init__(self, ports=(), max_frame=DEFAULT_MAX_FRAME):
-        self.ports = frozenset(ports)
-        self.max_frame = max_frame
+    def __init__(self, options=None, **kw):
+        self.options = options or Options(**kw)
+        self.ports = self.options.ports
         self.net = NetDecoder()
         self.tcp = TcpTracker(broker_ports=self.ports)
+        self.directory = Directory()
+        self.records = None  # record-set decoder; None: sizes only
         self.conversations = {}  # connection id -> Conversation
         self.packets = 0
         self.segments = 0
@@ -51,16 +53,14 @@ class Dissector:
             if kind is StreamEnd:
                 if conv is not None:
                     del self.conversations[conn.id]
-                    if not conn.ignored:
-                        out += conv.end()
+                    out += conv.end()
                     self._account(conv)
                 continue
             if conn.ignored:
                 continue
             if conv is None:
-                conv = self.conversations[conn.id] = Conversation(
-                    conn, forced=bool(self.ports), max_frame=self.max_frame
-                )
+                conv = Conversation(conn, self.options, self.directory, self.records)
+                self.conversations[conn.id] = conv
                 self.connections += 1
             if kind is StreamData:
                 out += conv.data(ev.side, ev.data, ev.frame, ev.ts)

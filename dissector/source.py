@@ -4,7 +4,8 @@ import sys
 import warnings
 
 from .capture import open_capture
-from .flow import DEFAULT_MAX_FRAME, Dissector
+from .flow import Dissector
+from .options import Options
 
 PROGRESS_EVERY = 8192  # packets between progress-bar updates
 
@@ -16,9 +17,9 @@ class Dissection:
     `frame` the last frame read.
     """
 
-    def __init__(self, path, ports=(), max_frame=DEFAULT_MAX_FRAME, progress=None):
+    def __init__(self, path, options, progress=None):
         self.path = path
-        self.dissector = Dissector(ports, max_frame=max_frame)
+        self.dissector = Dissector(options)
         self.progress = progress
         self.warnings = []
         self.frame = 0
@@ -57,16 +58,17 @@ def _progress_bar(path, total, wanted):
     return tqdm(total=total, unit="B", unit_scale=True, desc=str(path), file=sys.stderr)
 
 
-def dissect(path, ports=(), max_frame=DEFAULT_MAX_FRAME, progress=None):
+def dissect(path, ports=(), *, progress=None, **options):
     """The exchanges of a pcap/pcapng file (optionally gzip-compressed), streamed.
 
-    ports: broker ports to dissect (default: detect Kafka on any port).
+    ports: broker ports to dissect (default: detect Kafka on any port). Other keywords are
+    Options fields: protocol ("0.7"/"0.8+"), max_frame, show_secrets, records.
     """
-    return Dissection(path, ports=ports, max_frame=max_frame, progress=progress)
+    return Dissection(path, Options(ports=ports, **options), progress=progress)
 
 
-def read_pcap(path, ports=(), table="pairs", max_frame=DEFAULT_MAX_FRAME, progress=None):
+def read_pcap(path, ports=(), table="pairs", *, progress=None, **options):
     """A pandas DataFrame of one capture file. table: "pairs" (one row per exchange)."""
     from .tables import build_table
 
-    return build_table(dissect(path, ports, max_frame, progress), table)
+    return build_table(dissect(path, ports, progress=progress, **options), table)

@@ -28,10 +28,11 @@ FIXED = {
 class Context:
     """What a decoder notes on the way: topic names, the top-level and first nested error."""
 
-    __slots__ = ("topics", "top_error", "first_error", "records")
+    __slots__ = ("topics", "topic_ids", "top_error", "first_error", "records")
 
     def __init__(self, records=None):
         self.topics = []
+        self.topic_ids = []
         self.top_error = 0
         self.first_error = 0
         self.records = records or record_set_size
@@ -128,8 +129,9 @@ class _Writer:
         names = [f"x{j}" for j in range(len(run))]
         lines = [f"{', '.join(names)}, = {unpack}(buf, pos)", f"pos += {size}"]
         for var, f in zip(names, run, strict=True):
-            value = f"uuid_text({var})" if f["type"] == "uuid" else var
-            lines.append(f"d[{f['name']!r}] = {value}")
+            if f["type"] == "uuid":
+                lines.append(f"{var} = uuid_text({var})")
+            lines.append(f"d[{f['name']!r}] = {var}")
             lines += self.notes(f, var, depth)
         return lines
 
@@ -139,6 +141,8 @@ class _Writer:
             if depth == 0:
                 return [f"if {var}: ctx.top_error = ctx.top_error or {var}"]
             return [f"if {var} and not ctx.first_error: ctx.first_error = {var}"]
+        if f["name"] == "TopicId" and f["type"] == "uuid":
+            return [f"ctx.topic_ids.append({var})"]
         if f.get("topic"):
             if f["type"] == "string":
                 return [f"if {var}: ctx.topics.append({var})"]

@@ -1,0 +1,163 @@
+"""Bounded decompression of record payloads, for every codec Kafka has used.
+
+The codecs themselves come from cramjam, zlib and zstandard; this module holds the framing
+Kafka clients wrap them in and the bounds: output is produced piece by piece and checked
+against a byte budget and a compression ratio, so a bomb stops after a little output.
+"""
+
+import io
+import struct
+import zlib
+
+import cramjam
+import zstandard
+
+from .common import (
+    RATIO_FLOOR,
+    DecompressionBomb,
+    DecompressionFailed,
+    UnknownCodec,
+    codec_name,
+)
+from .lz4frame import decompress_lz4
+
+GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
+
+_IN_CHUNK = 64 * 1024  # compressed bytes handed to zlib at a time
+_OUT_CHUNK = 256 * 1024  # largest output asked for at a time
+_ZSTD_READ = 4096  # small reads keep the consumed-input count, hence the ratio, precise
+
+# Java clients (snappy-java's SnappyOutputStream) frame snappy: this magic, two int32
+# versions, then int32-length-prefixed raw snappy chunks.
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER = 16
+_I32 = struct.Struct(">i")
+
+
+class Meter:
+    """Stops decompression once output passes the budget or the allowed ratio."""
+
+    __slots__ = ("budget", "ratio")
+
+    def __init__(self, budget, ratio):
+        self.budget = budget
+        self.ratio = ratio
+
+    def check(self, out, consumed):
+        if out > self.budget:
+            raise DecompressionBomb(f"output passes the limit of {self.budget} bytes")
+        if out > RATIO_FLOOR and out > self.ratio * max(consumed, 1):
+            raise DecompressionBomb(
+                f"{out} bytes from {consumed} compressed bytes passes the ratio {self.ratio}"
+            )
+
+    def room(self, out):
+        """How much to ask for next: one byte past the budget is enough to see it passed."""
+        return min(_OUT_CHUNK, self.budget - out + 1)
+
+
+def decompress(codec, data, limits, budget=None):
+    """The decompressed bytes of ``data``; raises a DecompressionFailed subclass.
+
+    ``budget`` (default ``limits.max_output``) lets nested message sets share one allowance.
+    """
+    meter = Meter(limits.max_output if budget is None else budget, limits.max_ratio)
+    try:
+        if codec == GZIP:
+            return _gzip(data, meter)
+        if codec == SNAPPY:
+            return _snappy(data, meter)
+        if codec == LZ4:
+            return decompress_lz4(data, meter)
+        if codec == ZSTD:
+            return _zstd(data, meter)
+    except (zlib.error, cramjam.DecompressionError, zstandard.ZstdError) as e:
+        raise DecompressionFailed(f"{codec_name(codec)}: {e}") from None
+    raise UnknownCodec(f"unknown compression codec {codec}")
+
+
+def _gzip(data, meter):
+    mv = memoryview(data)
+    n = len(mv)
+    out = bytearray()
+    start = 0
+    # Concatenated gzip members are one stream, as GZIPInputStream reads them.
+    while True:
+        d = zlib.decompressobj(wbits=47)  # gzip or zlib header, detected
+        i = start
+        pending = b""
+        while not d.eof:
+            if not pending and i < n:
+                pending = mv[i : i + _IN_CHUNK]
+                i += len(pending)
+            before = len(pending)
+            chunk = d.decompress(pending, meter.room(len(out)))
+            pending = d.unconsumed_tail
+            if not chunk and len(pending) == before:
+                raise DecompressionFailed("gzip: stream ends early")
+            out += chunk
+            meter.check(len(out), i - len(pending))
+        start = i - len(pending) - len(d.unused_data)
+        # Bytes after the last member that are not another member are ignored, as Java does.
+        if mv[start : start + 2] != b"\x1f\x8b":
+            return bytes(out)
+
+
+def _snappy(data, meter):
+    if len(data) >= _XERIAL_HEADER and data[:8] == _XERIAL_MAGIC:
+        return _xerial(memoryview(data), meter)
+    return bytes(_snappy_raw(data, meter, 0, len(data)))
+
+
+def _xerial(mv, meter):
+    n = len(mv)
+    pos = _XERIAL_HEADER
+    out = bytearray()
+    while pos < n:
+        if n - pos < 4:
+            raise DecompressionFailed("snappy: xerial chunk length cut short")
+        (size,) = _I32.unpack_from(mv, pos)
+        pos += 4
+        if size < 0 or size > n - pos:
+            raise DecompressionFailed(f"snappy: xerial chunk of {size} bytes at byte {pos - 4}")
+        pos += size
+        out += _snappy_raw(mv[pos - size : pos], meter, len(out), pos)
+    return bytes(out)
+
+
+def _snappy_raw(chunk, meter, already, consumed):
+    # Raw snappy starts with the uncompressed length: check it before anything is allocated.
+    declared = shift = 0
+    for i in range(5):
+        if i >= len(chunk):
+            raise DecompressionFailed("snappy: length preamble cut short")
+        b = chunk[i]
+        declared |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+    else:
+        raise DecompressionFailed("snappy: length preamble longer than 5 bytes")
+    meter.check(already + declared, consumed)
+    return cramjam.snappy.decompress_raw(chunk)
+
+
+def _zstd(data, meter):
+    data = bytes(data)
+    try:
+        declared = zstandard.frame_content_size(data)
+    except zstandard.ZstdError:
+        raise DecompressionFailed("zstd: not a zstd frame") from None
+    if declared >= 0:  # -1: the frame does not say
+        meter.check(declared, len(data))
+    src = io.BytesIO(data)
+    dctx = zstandard.ZstdDecompressor()
+    out = bytearray()
+    # stream_reader bounds each read's output, so frames without a content size stay bounded.
+    with dctx.stream_reader(src, read_size=_ZSTD_READ, read_across_frames=True) as reader:
+        while True:
+            chunk = reader.read(meter.room(len(out)))
+            if not chunk:
+                return bytes(out)
+            out += chunk
+            meter.check(len(out), src.tell())

@@ -1,0 +1,68 @@
+"""Kafka 0.7 on one connection: no correlation ids, so responses answer requests in order.
+
+Produce and Multi-Produce requests get no response at all.
+"""
+
+from collections import deque
+
+from ..errors import DecodeError
+from ..protocol import legacy
+from . import exchange as ex
+from .rows import Request, Side, build
+
+PROTOCOL = "0.7"
+
+
+def _topics(body):
+    if not body:
+        return []
+    parts = body.get("TopicPartitions") or [body]
+    return [p["Topic"] for p in parts if p.get("Topic")]
+
+
+class LegacySession:
+    def __init__(self, conn):
+        self.conn = conn
+        self.pending = deque()  # requests that expect a response, oldest first
+        self.malformed = 0
+
+    def request(self, frame):
+        try:
+            decoded = legacy.decode_request(frame.data)
+        except DecodeError as e:
+            self.malformed += 1
+            req = Request(frame, reason=f"0.7 request: {e}")
+            return [build(self.conn, PROTOCOL, req, status=ex.MALFORMED)]
+        kind = decoded["request_type"]
+        req = Request(
+            frame,
+            api_key=kind,
+            api_name=decoded["api_name"],
+            body=decoded["body"],
+            topics=_topics(decoded["body"]),
+        )
+        if not legacy.expects_response(kind):
+            return [build(self.conn, PROTOCOL, req, status=ex.NO_RESPONSE_EXPECTED)]
+        self.pending.append(req)
+        return []
+
+    def response(self, frame):
+        if not self.pending:
+            return [build(self.conn, PROTOCOL, None, Side(frame), status=ex.ORPHAN_RESPONSE)]
+        req = self.pending.popleft()
+        try:
+            body = legacy.decode_response(req.api_key, frame.data, req.body)
+        except DecodeError as e:
+            self.malformed += 1
+            return [build(self.conn, PROTOCOL, req, Side(frame, reason=f"0.7 response: {e}"))]
+        code = body.get("ErrorCode", 0)
+        resp = Side(frame, body, error=code, error_name=body.get("error_name"))
+        return [build(self.conn, PROTOCOL, req, resp)]
+
+    def end(self):
+        out = [
+            build(self.conn, PROTOCOL, req, status=ex.UNANSWERED, reason="connection ended")
+            for req in self.pending
+        ]
+        self.pending.clear()
+        return out

@@ -1,0 +1,204 @@
+"""Kafka 0.8 and later on one connection: requests paired with responses by correlation id.
+
+A response carries no API key or version, so it is decoded with those of its request.
+"""
+
+from collections import deque
+
+from ..errors import DecodeError
+from ..protocol import messages, sasl, schema
+from ..protocol.codegen import Context
+from ..protocol.embedded import decode_group_protocol
+from ..protocol.errors import error_name
+from ..protocol.primitives import i32
+from . import exchange as ex
+from .directory import NO_TOPIC_ID
+from .rows import Request, Side, build
+
+PROTOCOL = "0.8+"
+PRODUCE, SASL_HANDSHAKE, SASL_AUTHENTICATE = 0, 17, 36
+SILENT_WINDOW = 64  # acks=0 produce requests kept in case a broker answers them anyway
+
+
+def decodes_fully(data):
+    """Whether a frame is a request that decodes completely: the test for "this is Kafka"."""
+    try:
+        header = messages.decode_request_header(data)
+        body = messages.decode_body(
+            header.api_key, "request", header.api_version, data, header.end, Context()
+        )
+    except DecodeError:
+        return False
+    return "_trailing_bytes" not in body
+
+
+class ModernSession:
+    def __init__(self, conn, directory, options, records):
+        self.conn = conn
+        self.directory = directory
+        self.show_secrets = options.show_secrets
+        self.records = records  # the record-set decoder handed to every Context
+        self.pending = {}  # correlation id -> deque of Requests (ids may repeat)
+        # Produce requests with acks=0 expect no response, but some brokers answer them:
+        # the newest are kept until a later response proves theirs will not come.
+        self.silent = deque()
+        self.mechanism = None  # SASL mechanism named by the last SaslHandshake
+        self.raw_sasl = False  # after a SaslHandshake v0: raw SASL tokens, no Kafka headers
+        self.raw_pending = deque()
+        self.malformed = 0
+
+    def is_waiting(self, corr):
+        return corr in self.pending
+
+    # -- requests ----------------------------------------------------------------------------
+
+    def request(self, frame):
+        data = frame.data
+        if self.raw_sasl:
+            if not decodes_fully(data):
+                self.raw_pending.append(self._raw_token(frame, from_client=True))
+                return []
+            self.raw_sasl = False  # the client is back to Kafka requests
+        try:
+            header = messages.decode_request_header(data)
+        except DecodeError as e:
+            self.malformed += 1
+            req = Request(frame, reason=f"request header: {e}")
+            return [build(self.conn, PROTOCOL, req, status=ex.MALFORMED)]
+        key, version = header.api_key, header.api_version
+        ctx = Context(self.records)
+        body = reason = None
+        try:
+            body = messages.decode_body(key, "request", version, data, header.end, ctx)
+        except DecodeError as e:
+            reason = f"request body: {e}"
+        if body is not None:
+            self.directory.learn(key, body, None)
+            if key == SASL_HANDSHAKE:
+                self.mechanism = body.get("Mechanism")
+            elif key == 11 or key == 14:  # JoinGroup, SyncGroup
+                decode_group_protocol(key, body, None, self.directory.group_type(key, body, None))
+            sasl.redact_body(key, body, self.mechanism, True, self.show_secrets)
+        req = Request(
+            frame,
+            api_key=key,
+            api_name=schema.api_names().get(key),
+            api_version=version,
+            correlation_id=header.correlation_id,
+            client_id=header.client_id,
+            body=body,
+            topics=self._topics(ctx),
+            reason=reason,
+        )
+        if key == PRODUCE and body is not None and body.get("Acks") == 0:
+            self.silent.append(req)
+            if len(self.silent) > SILENT_WINDOW:
+                return [self._unanswerable(self.silent.popleft())]
+            return []
+        self.pending.setdefault(header.correlation_id, deque()).append(req)
+        return []
+
+    def _topics(self, ctx):
+        names = ctx.topics
+        if ctx.topic_ids:
+            ids = (self.directory.topic(t) for t in ctx.topic_ids if t != NO_TOPIC_ID)
+            names = names + list(ids)
+        return names
+
+    def _unanswerable(self, req):
+        return build(self.conn, PROTOCOL, req, status=ex.NO_RESPONSE_EXPECTED)
+
+    # -- responses ---------------------------------------------------------------------------
+
+    def response(self, frame):
+        data = frame.data
+        if self.raw_pending:
+            req = self.raw_pending.popleft()
+            return [build(self.conn, PROTOCOL, req, self._raw_token(frame, from_client=False))]
+        if len(data) < 4:
+            self.malformed += 1
+            resp = Side(frame, reason="response shorter than a header")
+            return [build(self.conn, PROTOCOL, None, resp, status=ex.MALFORMED)]
+        (corr,) = i32(data, 0)
+        queue = self.pending.get(corr)
+        out = []
+        if queue:
+            req = queue.popleft()
+            if not queue:
+                del self.pending[corr]
+            # A broker answers in order: acks=0 requests sent before this one got no answer.
+            while self.silent and self.silent[0].frame.offset < req.frame.offset:
+                out.append(self._unanswerable(self.silent.popleft()))
+        else:
+            req = self._answered_silent(corr, out)
+            if req is None:
+                resp = Side(frame)
+                return [build(self.conn, PROTOCOL, None, resp, ex.ORPHAN_RESPONSE, corr)]
+        out.append(self._answer(req, frame))
+        return out
+
+    def _answered_silent(self, corr, out):
+        """The acks=0 request this response answers, if any; older ones go to out."""
+        for req in self.silent:
+            if req.correlation_id == corr:
+                while self.silent[0] is not req:
+                    out.append(self._unanswerable(self.silent.popleft()))
+                return self.silent.popleft()
+        return None
+
+    def _answer(self, req, frame):
+        key, version = req.api_key, req.api_version
+        if key is None:  # the request's header did not decode
+            return build(self.conn, PROTOCOL, req, Side(frame), status=ex.MALFORMED)
+        ctx = Context(self.records)
+        body = reason = None
+        try:
+            _, pos = messages.decode_response_header(frame.data, key, version)
+            body = messages.decode_body(key, "response", version, frame.data, pos, ctx)
+        except DecodeError as e:
+            reason = f"response body: {e}"
+        throttle = None
+        if body is not None:
+            self.directory.learn(key, req.body, body)
+            if key == 11 or key == 14:
+                decode_group_protocol(
+                    key, None, body, self.directory.group_type(key, req.body, body)
+                )
+            elif key == SASL_HANDSHAKE and version == 0 and not body.get("ErrorCode"):
+                self.raw_sasl = True
+            sasl.redact_body(key, body, self.mechanism, False, self.show_secrets)
+            throttle = body.get("ThrottleTimeMs")
+        resp = Side(frame, body, self._topics(ctx), ctx.error, error_name(ctx.error), reason)
+        return build(self.conn, PROTOCOL, req, resp, throttle=throttle)
+
+    # -- raw SASL (after SaslHandshake v0) ---------------------------------------------------
+
+    def _raw_token(self, frame, from_client):
+        token = sasl.parse_token(self.mechanism, frame.data, from_client, self.show_secrets)
+        if from_client:
+            return Request(
+                frame,
+                api_key=SASL_AUTHENTICATE,
+                api_name=schema.api_names()[SASL_AUTHENTICATE],
+                body={"AuthBytes": token, "raw": True},
+            )
+        return Side(frame, body={"AuthBytes": token, "raw": True}, error_name="NONE")
+
+    # -- end ---------------------------------------------------------------------------------
+
+    def end(self):
+        """The connection is over: requests still waiting are unanswered."""
+        out = [
+            build(self.conn, PROTOCOL, req, status=ex.UNANSWERED, reason="connection ended")
+            for queue in self.pending.values()
+            for req in queue
+        ]
+        out += [self._unanswerable(req) for req in self.silent]
+        out += [
+            build(self.conn, PROTOCOL, req, status=ex.UNANSWERED, reason="connection ended")
+            for req in self.raw_pending
+        ]
+        self.pending.clear()
+        self.silent.clear()
+        self.raw_pending.clear()
+        return out
