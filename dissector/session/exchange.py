@@ -43,11 +43,14 @@ STATUSES = (OK, ERROR, NO_RESPONSE_EXPECTED, UNANSWERED, ORPHAN_RESPONSE, MALFOR
 class Exchange:
     """A request/response pair; timestamps are integer nanoseconds since the epoch (UTC)."""
 
-    __slots__ = COLUMNS
+    # topic_names: topic id -> name, for the ids this exchange uses that earlier Metadata
+    # responses named (not a column: the partition and record tables resolve ids with it)
+    __slots__ = (*COLUMNS, "topic_names")
 
     def __init__(self, **values):
         for name in COLUMNS:
             setattr(self, name, values.get(name))
+        self.topic_names = {}
 
     def row(self):
         return tuple(getattr(self, name) for name in COLUMNS)

@@ -79,6 +79,7 @@ class ModernSession:
             elif key == 11 or key == 14:  # JoinGroup, SyncGroup
                 decode_group_protocol(key, body, None, self.directory.group_type(key, body, None))
             sasl.redact_body(key, body, self.mechanism, True, self.show_secrets)
+        topics, names = self._topics(ctx)
         req = Request(
             frame,
             api_key=key,
@@ -87,7 +88,8 @@ class ModernSession:
             correlation_id=header.correlation_id,
             client_id=header.client_id,
             body=body,
-            topics=self._topics(ctx),
+            topics=topics,
+            names=names,
             reason=reason,
         )
         if key == PRODUCE and body is not None and body.get("Acks") == 0:
@@ -99,11 +101,14 @@ class ModernSession:
         return []
 
     def _topics(self, ctx):
-        names = ctx.topics
-        if ctx.topic_ids:
-            ids = (self.directory.topic(t) for t in ctx.topic_ids if t != NO_TOPIC_ID)
-            names = names + list(ids)
-        return names
+        """Topic names of a decoded body, with ids resolved where Metadata named them;
+        and the id -> name map of those resolved."""
+        if not ctx.topic_ids:
+            return ctx.topics, None
+        known = self.directory.topic_names
+        resolved = {t: known[t] for t in ctx.topic_ids if t in known}
+        unresolved = [t for t in ctx.topic_ids if t not in known and t != NO_TOPIC_ID]
+        return ctx.topics + list(resolved.values()) + unresolved, resolved
 
     def _unanswerable(self, req):
         return build(self.conn, PROTOCOL, req, status=ex.NO_RESPONSE_EXPECTED)
@@ -168,7 +173,8 @@ class ModernSession:
                 self.raw_sasl = True
             sasl.redact_body(key, body, self.mechanism, False, self.show_secrets)
             throttle = body.get("ThrottleTimeMs")
-        resp = Side(frame, body, self._topics(ctx), ctx.error, error_name(ctx.error), reason)
+        topics, names = self._topics(ctx)
+        resp = Side(frame, body, topics, ctx.error, error_name(ctx.error), reason, names)
         return build(self.conn, PROTOCOL, req, resp, throttle=throttle)
 
     # -- raw SASL (after SaslHandshake v0) ---------------------------------------------------

@@ -7,9 +7,12 @@ from .exchange import Exchange
 class Side:
     """One decoded frame of an exchange."""
 
-    __slots__ = ("frame", "body", "topics", "error", "error_name", "reason")
+    __slots__ = ("frame", "body", "topics", "error", "error_name", "reason", "names")
 
-    def __init__(self, frame, body=None, topics=(), error=0, error_name=None, reason=None):
+    def __init__(
+        self, frame, body=None, topics=(), error=0, error_name=None, reason=None, names=None
+    ):
+        self.names = names  # topic id -> name for the ids in body that are known
         self.frame = frame
         self.body = body
         self.topics = topics
@@ -69,6 +72,8 @@ def build(
         row.request_bytes = len(f.data) + 4
         row.request = req.body
         topics.update(req.topics)
+        if req.names:
+            row.topic_names.update(req.names)
         if req.reason:
             reasons.append(req.reason)
     if resp is not None:
@@ -88,6 +93,8 @@ def build(
             row.error_name = resp.error_name
             row.throttle_ms = throttle
         topics.update(resp.topics)
+        if resp.names:
+            row.topic_names.update(resp.names)
         if resp.reason:
             reasons.append(resp.reason)
     row.topics = sorted(topics)

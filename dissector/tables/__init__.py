@@ -1,8 +1,9 @@
 """Exchanges turned into tables."""
 
 from .pairs import pairs_frame
+from .partitions import partitions_frame
 
-TABLES = {"pairs": pairs_frame}
+TABLES = {"pairs": pairs_frame, "partitions": partitions_frame}
 
 
 def build_table(exchanges, table="pairs"):

@@ -165,8 +165,9 @@ def _plausible_block(kind, buf, pos):
         while pos < end:
             if end - pos < _MIN_MESSAGE:
                 return None
-            n = i32(buf, pos)[0]
-            if n < 5 or n > end - pos - 4 or buf[pos + 4] not in (0, 1):
+            n, magic = i32(buf, pos)[0], buf[pos + 4]
+            # magic 0: magic + crc; magic 1 adds the attributes byte
+            if magic not in (0, 1) or n < 5 + magic or n > end - pos - 4:
                 return None
             pos += 4 + n
         return end

@@ -1,0 +1,255 @@
+"""Magic 2 record batches (Kafka 0.11 and later).
+
+A batch is a fixed 61-byte header, then ``record_count`` records, compressed together when
+the codec says so. Records use zig-zag varints; every length is checked against the record's
+own size before it is used, so no hostile value can make the decoder read or allocate past it.
+"""
+
+import struct
+
+from . import common
+from .common import BatchError, Corrupt, codec_name
+from .compression import decompress
+from .crc import crc32c
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61
+_CRC_START = 21  # the CRC covers attributes to the end of the batch
+_MIN_RECORD = 7  # length, attributes, timestamp, offset, key, value, header count: 1 byte each
+
+_TIMESTAMP_TYPE = 0x08
+_TRANSACTIONAL = 0x10
+_CONTROL = 0x20
+_DELETE_HORIZON = 0x40
+
+_CONTROL_KEY = struct.Struct(">hh")  # ControlRecordType: version, type
+_END_TXN_MARKER = struct.Struct(">hi")  # EndTxnMarker: version, coordinator epoch
+_CONTROL_TYPES = {0: "ABORT", 1: "COMMIT"}
+
+
+def blank(magic=2):
+    """A batch with every field unknown, for batches whose header cannot be read."""
+    return {
+        "magic": magic,
+        "base_offset": None,
+        "batch_length": None,
+        "partition_leader_epoch": None,
+        "crc": None,
+        "crc_ok": None,
+        "attributes": None,
+        "compression": None,
+        "timestamp_type": None,
+        "transactional": None,
+        "control": None,
+        "has_delete_horizon": None,
+        "last_offset_delta": None,
+        "base_timestamp": None,
+        "max_timestamp": None,
+        "producer_id": None,
+        "producer_epoch": None,
+        "base_sequence": None,
+        "record_count": None,
+        "records": [],
+        "status": common.OK,
+        "error": None,
+        "compressed_size": None,
+        "uncompressed_size": None,
+    }
+
+
+def decode_batch(raw, pos, end, limits):
+    """The batch at ``raw[pos:end]``, where ``end`` follows from its length field."""
+    batch = blank()
+    if end - pos < HEADER_SIZE:
+        offset, length, epoch = struct.unpack_from(">qii", raw, pos)
+        batch.update(base_offset=offset, batch_length=length, partition_leader_epoch=epoch)
+        batch["status"] = common.CORRUPT_RECORDS
+        batch["error"] = f"batch of {end - pos} bytes is shorter than its {HEADER_SIZE}-byte header"
+        return batch
+    (
+        base_offset,
+        length,
+        epoch,
+        magic,
+        crc,
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    ) = HEADER.unpack_from(raw, pos)
+    codec = attributes & 0x07
+    log_append = bool(attributes & _TIMESTAMP_TYPE)
+    control = bool(attributes & _CONTROL)
+    body = memoryview(raw)[pos + HEADER_SIZE : end]
+    batch.update(
+        magic=magic,
+        base_offset=base_offset,
+        batch_length=length,
+        partition_leader_epoch=epoch,
+        crc=crc,
+        # A bad CRC is reported, never a reason to drop the batch.
+        crc_ok=crc32c(memoryview(raw)[pos + _CRC_START : end]) == crc,
+        attributes=attributes,
+        compression=codec_name(codec),
+        timestamp_type="log_append" if log_append else "create",
+        transactional=bool(attributes & _TRANSACTIONAL),
+        control=control,
+        has_delete_horizon=bool(attributes & _DELETE_HORIZON),
+        last_offset_delta=last_offset_delta,
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        record_count=count,
+        compressed_size=len(body),
+    )
+    records = batch["records"]
+    try:
+        if count < 0:
+            raise Corrupt(f"negative record count {count}")
+        if count > limits.max_records:
+            raise common.TooManyRecords(f"{count} records passes the limit of {limits.max_records}")
+        if codec:
+            data = decompress(codec, body, limits)
+            start, stop = 0, len(data)
+        else:
+            data, start, stop = raw, pos + HEADER_SIZE, end
+        batch["uncompressed_size"] = stop - start
+        if count > (stop - start) // _MIN_RECORD:
+            raise Corrupt(f"{count} records cannot fit in {stop - start} bytes")
+        # For log-append batches the broker's time, max_timestamp, applies to every record.
+        fixed_ts = max_timestamp if log_append else None
+        parse_records(
+            data, start, stop, count, base_offset, base_timestamp, fixed_ts, control, records
+        )
+    except BatchError as e:
+        batch["status"] = e.status
+        batch["error"] = str(e)
+    return batch
+
+
+def _varint(buf, p):
+    """Zig-zag varint of at most 5 bytes (int32); IndexError past the buffer."""
+    b = buf[p]
+    value = b & 0x7F
+    shift = 7
+    while b & 0x80:
+        if shift > 28:
+            raise Corrupt(f"varint longer than 5 bytes at byte {p}")
+        p += 1
+        b = buf[p]
+        value |= (b & 0x7F) << shift
+        shift += 7
+    return (value >> 1) ^ -(value & 1), p + 1
+
+
+def _varlong(buf, p):
+    """Zig-zag varint of at most 10 bytes (int64)."""
+    b = buf[p]
+    value = b & 0x7F
+    shift = 7
+    while b & 0x80:
+        if shift > 63:
+            raise Corrupt(f"varlong longer than 10 bytes at byte {p}")
+        p += 1
+        b = buf[p]
+        value |= (b & 0x7F) << shift
+        shift += 7
+    return (value >> 1) ^ -(value & 1), p + 1
+
+
+def parse_records(buf, p, end, count, base_offset, base_ts, fixed_ts, control, out):
+    """Append ``count`` records from ``buf[p:end]`` to ``out``; raises Corrupt where they stop."""
+    varint, varlong = _varint, _varlong
+    append = out.append
+    try:
+        for i in range(count):
+            size, p = varint(buf, p)
+            if size < 0 or size > end - p:
+                raise Corrupt(f"record {i}: length {size} with {end - p} bytes left")
+            rend = p + size
+            attributes = buf[p]
+            ts_delta, p = varlong(buf, p + 1)
+            offset_delta, p = varint(buf, p)
+            n, p = varint(buf, p)
+            if n < 0:
+                if n != -1:
+                    raise Corrupt(f"record {i}: key length {n}")
+                key = None
+            elif n > rend - p:
+                raise Corrupt(f"record {i}: key of {n} bytes overruns the record")
+            else:
+                key = buf[p : p + n]
+                p += n
+            n, p = varint(buf, p)
+            if n < 0:
+                if n != -1:
+                    raise Corrupt(f"record {i}: value length {n}")
+                value = None
+            elif n > rend - p:
+                raise Corrupt(f"record {i}: value of {n} bytes overruns the record")
+            else:
+                value = buf[p : p + n]
+                p += n
+            n, p = varint(buf, p)
+            if n == 0:
+                headers = []
+            elif n < 0 or n > (rend - p) // 2:  # a header takes at least 2 bytes
+                raise Corrupt(f"record {i}: {n} headers")
+            else:
+                headers, p = _headers(buf, p, rend, n, i)
+            if p != rend:
+                raise Corrupt(f"record {i}: fields end at {p - rend:+d} bytes from its length")
+            record = {
+                "offset": base_offset + offset_delta,
+                "timestamp": base_ts + ts_delta if fixed_ts is None else fixed_ts,
+                "attributes": attributes - 256 if attributes > 127 else attributes,
+                "key": key,
+                "value": value,
+                "headers": headers,
+            }
+            if control:
+                record["control"] = _control(key, value, i)
+            append(record)
+    except IndexError:
+        raise Corrupt(f"record {len(out)} runs past the end of the batch") from None
+    if p != end:
+        raise Corrupt(f"{end - p} bytes after the last of {count} records")
+
+
+def _headers(buf, p, rend, count, i):
+    headers = []
+    for _ in range(count):
+        n, p = _varint(buf, p)
+        if n < 0 or n > rend - p:
+            raise Corrupt(f"record {i}: header key length {n}")
+        hkey = buf[p : p + n].decode("utf-8", "replace")
+        p += n
+        n, p = _varint(buf, p)
+        if n < 0:
+            if n != -1:
+                raise Corrupt(f"record {i}: header value length {n}")
+            hvalue = None
+        elif n > rend - p:
+            raise Corrupt(f"record {i}: header value of {n} bytes overruns the record")
+        else:
+            hvalue = buf[p : p + n]
+            p += n
+        headers.append((hkey, hvalue))
+    return headers, p
+
+
+def _control(key, value, i):
+    """The marker a control record carries (its key says which, its value for whom)."""
+    if key is None or len(key) < _CONTROL_KEY.size:
+        raise Corrupt(f"record {i}: control record key shorter than 4 bytes")
+    version, kind = _CONTROL_KEY.unpack_from(key)
+    epoch = None
+    if kind in _CONTROL_TYPES and value is not None and len(value) >= _END_TXN_MARKER.size:
+        epoch = _END_TXN_MARKER.unpack_from(value)[1]
+    return {"type": _CONTROL_TYPES.get(kind, kind), "version": version, "coordinator_epoch": epoch}
