@@ -8,9 +8,9 @@ import warnings
 from . import source
 from .errors import DissectorError
 from .options import DEFAULT_MAX_FRAME
-from .tables import build_table
+from .tables import TABLES, build_table
 from .tables.output import FORMATS, write_table
-from .tables.summary import summary_text
+from .tables.summary import summary_text, topic_volume, volume_text
 
 
 def build_parser():
@@ -28,6 +28,12 @@ def build_parser():
         help="broker port (repeatable); default: find Kafka on any port",
     )
     analyze.add_argument("-o", "--output", help=f"write the table to a file ({', '.join(FORMATS)})")
+    analyze.add_argument(
+        "--table",
+        choices=sorted(TABLES),
+        default="pairs",
+        help="which table -o writes (default %(default)s)",
+    )
     analyze.add_argument(
         "--max-frame",
         type=int,
@@ -55,8 +61,28 @@ def build_parser():
     return parser
 
 
+def collect(dissection, debug):
+    """Every exchange of one capture, with the reader's warnings shown on stderr."""
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            exchanges = list(dissection)
+    except DissectorError:
+        raise
+    except Exception as e:  # a bug: say where, without a traceback unless asked
+        if debug:
+            traceback.print_exc()
+        raise DissectorError(
+            f"{dissection.path}: internal error at frame {dissection.frame}: "
+            f"{type(e).__name__}: {e}"
+        ) from e
+    for w in caught:
+        print(f"kafka-dissect: warning: {w.message}", file=sys.stderr)
+    return exchanges
+
+
 def analyze(args):
-    frames = []
+    outputs = []
     for path in args.captures:
         dissection = source.dissect(
             path,
@@ -66,37 +92,29 @@ def analyze(args):
             protocol=args.protocol,
             show_secrets=args.show_secrets,
         )
-        current = dissection
-        try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                pairs = build_table(dissection, "pairs")
-            for w in caught:
-                print(f"kafka-dissect: warning: {w.message}", file=sys.stderr)
-        except DissectorError:
-            raise
-        except Exception as e:  # a bug: say where, without a traceback unless asked
-            if args.debug:
-                traceback.print_exc()
-            raise DissectorError(
-                f"{path}: internal error at frame {current.frame}: {type(e).__name__}: {e}"
-            ) from e
+        exchanges = collect(dissection, args.debug)
+        pairs = build_table(exchanges, "pairs")
         d = dissection.dissector
         title = (
             f"{path}: {d.packets} packets, {d.connections} TCP connections examined, "
             f"{d.kafka_connections} Kafka, {len(pairs)} exchanges"
         )
         print(summary_text(pairs, title))
+        volume = topic_volume(build_table(exchanges, "partitions"))
+        if not volume.empty:
+            print(volume_text(volume))
         print()
-        if len(args.captures) > 1:
-            pairs.insert(0, "capture", str(path))
-        frames.append(pairs)
+        if args.output:
+            table = pairs if args.table == "pairs" else build_table(exchanges, args.table)
+            if len(args.captures) > 1:
+                table.insert(0, "capture", str(path))
+            outputs.append(table)
     if args.output:
         import pandas as pd
 
-        table = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+        table = outputs[0] if len(outputs) == 1 else pd.concat(outputs, ignore_index=True)
         write_table(table, args.output)
-        print(f"wrote {len(table)} rows to {args.output}")
+        print(f"wrote {len(table)} rows of {args.table} to {args.output}")
     return 0
 
 

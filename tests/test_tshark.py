@@ -16,7 +16,13 @@ import tshark_oracle
 import dissector
 
 CAPTURES = Path(__file__).resolve().parent.parent / "captures"
-SAMPLES = sorted(p for p in CAPTURES.glob("*.pcap") if p.with_suffix(".expected.json").exists())
+# Captures recorded from a broker; the 0.7 ones are built from the seed documents and have
+# their own tests (tshark reads 0.7 requests as if they were 0.8 ones).
+SAMPLES = sorted(
+    p
+    for p in CAPTURES.glob("*.pcap")
+    if p.with_suffix(".expected.json").exists() and not p.name.startswith("legacy-")
+)
 
 pytestmark = [
     pytest.mark.tshark,

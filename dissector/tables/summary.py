@@ -24,6 +24,36 @@ def api_summary(pairs):
     return pd.DataFrame(rows, columns=columns)
 
 
+def topic_volume(partitions):
+    """Produce and Fetch volume per topic: records, bytes on the wire, uncompressed bytes and
+    the compression ratio, from the `partitions` table."""
+    data = partitions[partitions["api_name"].isin(["Produce", "Fetch"]) & partitions["bytes"].gt(0)]
+    columns = ["api_name", "topic", "batches", "records", "bytes", "uncompressed_bytes", "ratio"]
+    if data.empty:
+        return pd.DataFrame(columns=columns)
+    sums = (
+        data.groupby(["api_name", "topic"])[["batches", "records", "bytes", "uncompressed_bytes"]]
+        .sum(min_count=1)
+        .reset_index()
+    )
+    sums["ratio"] = sums["uncompressed_bytes"] / sums["bytes"]
+    return sums[columns]
+
+
+def volume_text(volume):
+    lines = [
+        f"{'volume':<10} {'topic':<30} {'records':>9} {'bytes':>12} {'uncompressed':>12} ratio"
+    ]
+    for r in volume.itertuples(index=False):
+        records = "-" if pd.isna(r.records) else f"{r.records}"
+        raw = "-" if pd.isna(r.uncompressed_bytes) else f"{r.uncompressed_bytes}"
+        ratio = "-" if pd.isna(r.ratio) else f"{r.ratio:.2f}"
+        lines.append(
+            f"{r.api_name:<10} {r.topic!s:<30} {records:>9} {r.bytes:>12} {raw:>12} {ratio}"
+        )
+    return "\n".join(lines)
+
+
 def status_counts(pairs):
     counts = pairs["status"].value_counts()
     return {status: int(counts.get(status, 0)) for status in STATUSES}

@@ -134,7 +134,9 @@ def _read(buf, pos, end):
     if min_size is None:
         raise Corrupt(f"message at byte {pos}: magic {magic}")
     if size < min_size:
-        raise Corrupt(f"message at byte {pos}: size {size} is below the {min_size} of magic {magic}")
+        raise Corrupt(
+            f"message at byte {pos}: size {size} is below the {min_size} of magic {magic}"
+        )
     p = pos + _HEADER.size
     timestamp = None
     if magic:
@@ -164,7 +166,9 @@ def _expand(wrapper, wrapper_offset, depth, limits, state, out):
     """Append the records compressed in ``wrapper`` to ``out``, recursing into nested sets."""
     if wrapper.value is None:
         raise Corrupt("compressed message without a value")
-    data = decompress(wrapper.attributes & 0x07, wrapper.value, limits, limits.max_output - state.used)
+    data = decompress(
+        wrapper.attributes & 0x07, wrapper.value, limits, limits.max_output - state.used
+    )
     state.used += len(data)
     messages = []
     error = None
