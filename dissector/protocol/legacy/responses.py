@@ -33,11 +33,8 @@ def _multi_fetch(out, buf, request_body):
     requested = request_body.get("TopicPartitions") if request_body else None
     parts = []
     pos = 2
-
-    def more():
-        return pos < len(buf) if requested is None else len(parts) < len(requested)
-
-    while more():
+    # Without the request, parts are read until the bytes run out.
+    while (pos < len(buf)) if requested is None else (len(parts) < len(requested)):
         if len(buf) - pos < 4:
             want = "more" if requested is None else len(requested)
             raise DecodeError(f"response holds {len(parts)} of {want} fetch responses", pos)
