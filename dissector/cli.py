@@ -7,7 +7,7 @@ import warnings
 
 from . import source
 from .errors import DissectorError
-from .options import DEFAULT_MAX_FRAME
+from .options import DEFAULT_MAX_FRAME, RECORD_MODES, Options
 from .tables import TABLES, build_table
 from .tables.output import FORMATS, write_table
 from .tables.summary import summary_text, topic_volume, volume_text
@@ -33,6 +33,25 @@ def build_parser():
         choices=sorted(TABLES),
         default="pairs",
         help="which table -o writes (default %(default)s)",
+    )
+    analyze.add_argument(
+        "--records",
+        choices=RECORD_MODES,
+        default="batches",
+        help="how far record sets are decoded: every record, batch headers and sizes, or "
+        "sizes only (default %(default)s; --table records implies full)",
+    )
+    analyze.add_argument(
+        "--max-decompressed",
+        type=int,
+        default=Options.max_decompressed,
+        help="bytes one record batch may decompress to (default %(default)s)",
+    )
+    analyze.add_argument(
+        "--max-ratio",
+        type=int,
+        default=Options.max_ratio,
+        help="decompression ratio beyond which a batch is reported as a bomb (default %(default)s)",
     )
     analyze.add_argument(
         "--max-frame",
@@ -91,6 +110,9 @@ def analyze(args):
             max_frame=args.max_frame,
             protocol=args.protocol,
             show_secrets=args.show_secrets,
+            records="full" if args.output and args.table == "records" else args.records,
+            max_decompressed=args.max_decompressed,
+            max_ratio=args.max_ratio,
         )
         exchanges = collect(dissection, args.debug)
         pairs = build_table(exchanges, "pairs")

@@ -21,7 +21,7 @@ class Dissector:
         self.net = NetDecoder()
         self.tcp = TcpTracker(broker_ports=self.ports)
         self.directory = Directory()
-        self.records = None  # record-set decoder; None: sizes only
+        self.records = self.options.record_decoder()
         self.conversations = {}  # connection id -> Conversation
         self.packets = 0
         self.segments = 0

@@ -1,8 +1,12 @@
 """How a dissection is set up: one object every stage can read."""
 
 from dataclasses import dataclass, field
+from functools import partial
+
+from .protocol.records import Limits, decode_record_set
 
 DEFAULT_MAX_FRAME = 128 * 1024 * 1024  # above Kafka's default socket.request.max.bytes
+RECORD_MODES = ("full", "batches", "none")
 
 
 @dataclass(frozen=True)
@@ -11,9 +15,26 @@ class Options:
     protocol: str | None = None  # "0.7" or "0.8+" to force; None: decided per connection
     max_frame: int = DEFAULT_MAX_FRAME
     show_secrets: bool = False  # SASL passwords, proofs and tokens are redacted unless set
-    records: bool = True  # decode record sets (batches and records) inside messages
+    # Record sets inside messages: "full" (every record), "batches" (batch headers, CRCs and
+    # sizes, without parsing the records), "none" (sizes only).
+    records: str = "batches"
+    max_decompressed: int = 256 * 1024 * 1024  # bytes one batch may decompress to
+    max_ratio: int = 1000  # decompressed/compressed ratio beyond which a batch is a bomb
 
     def __post_init__(self):
         object.__setattr__(self, "ports", frozenset(self.ports))
         if self.protocol not in (None, "0.7", "0.8+"):
             raise ValueError(f"protocol must be '0.7' or '0.8+', not {self.protocol!r}")
+        if self.records not in RECORD_MODES:
+            raise ValueError(f"records must be one of {', '.join(RECORD_MODES)}")
+
+    def record_decoder(self):
+        """The function a decoder applies to record-set bytes (None: keep only their size)."""
+        if self.records == "none":
+            return None
+        limits = Limits(
+            max_output=self.max_decompressed,
+            max_ratio=self.max_ratio,
+            records=self.records == "full",
+        )
+        return partial(decode_record_set, limits=limits)

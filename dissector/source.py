@@ -68,7 +68,13 @@ def dissect(path, ports=(), *, progress=None, **options):
 
 
 def read_pcap(path, ports=(), table="pairs", *, progress=None, **options):
-    """A pandas DataFrame of one capture file. table: "pairs" (one row per exchange)."""
+    """A pandas DataFrame of one capture file.
+
+    table: "pairs" (one row per exchange), "partitions" (one per exchange, topic and
+    partition) or "records" (one per record; record sets are then decoded in full).
+    """
     from .tables import build_table
 
+    if table == "records":
+        options.setdefault("records", "full")
     return build_table(dissect(path, ports, progress=progress, **options), table)

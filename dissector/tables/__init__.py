@@ -2,8 +2,9 @@
 
 from .pairs import pairs_frame
 from .partitions import partitions_frame
+from .records import records_frame
 
-TABLES = {"pairs": pairs_frame, "partitions": partitions_frame}
+TABLES = {"pairs": pairs_frame, "partitions": partitions_frame, "records": records_frame}
 
 
 def build_table(exchanges, table="pairs"):

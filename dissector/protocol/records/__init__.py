@@ -18,7 +18,9 @@ entry is one top-level message (``offset``, ``timestamp_type``, ``timestamp``, `
 
 Every record has ``offset``, ``timestamp``, ``attributes``, ``key``, ``value`` and
 ``headers`` (``[(str, bytes | None)]``); records of control batches add ``control``, and
-magic 0/1 records add ``crc_ok`` (each inner message has its own CRC).
+magic 0/1 records add ``crc_ok`` (each inner message has its own CRC). Offsets and timestamps
+are absolute, resolved as Kafka does: every record of a log-append-time batch (or magic 1
+wrapper) takes the batch's time, and magic 1 inner offsets count back from the wrapper's.
 
 ``status`` is one of ``STATUSES``; anything but ``"ok"`` comes with ``error`` and with the
 records decoded before the problem. A bad CRC is not a status: ``crc_ok`` carries it.

@@ -120,6 +120,8 @@ def decode_batch(raw, pos, end, limits):
         else:
             data, start, stop = raw, pos + HEADER_SIZE, end
         batch["uncompressed_size"] = stop - start
+        if not limits.records:
+            return batch
         if count > (stop - start) // _MIN_RECORD:
             raise Corrupt(f"{count} records cannot fit in {stop - start} bytes")
         # For log-append batches the broker's time, max_timestamp, applies to every record.

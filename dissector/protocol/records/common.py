@@ -10,6 +10,9 @@ class Limits:
     max_output: int = 256 * 1024 * 1024  # bytes a single batch may decompress to
     max_ratio: int = 1000  # decompressed/compressed beyond which a batch is a bomb
     max_records: int = 10_000_000  # records per batch
+    # False: batches without their records: headers, CRCs, sizes (decompressed, to know the
+    # uncompressed size) but no record parsing, the costly part.
+    records: bool = True
 
 
 DEFAULT_LIMITS = Limits()

@@ -53,7 +53,7 @@ class Meter:
 
     def room(self, out):
         """How much to ask for next: one byte past the budget is enough to see it passed."""
-        return min(_OUT_CHUNK, self.budget - out + 1)
+        return max(1, min(_OUT_CHUNK, self.budget - out + 1))  # 0 would mean unbounded to zlib
 
 
 def decompress(codec, data, limits, budget=None):

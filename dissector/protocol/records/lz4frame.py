@@ -52,9 +52,9 @@ def _frame(mv, pos, out, meter):
         raise DecompressionFailed(f"lz4: frame version {flg >> 6}")
     if flg & 0x02 or bd & 0x8F:
         raise DecompressionFailed("lz4: reserved frame header bits set")
-    if not flg & 0x20:
-        # Kafka writes independent blocks; linked ones need the previous block as a dictionary.
-        raise DecompressionFailed("lz4: linked blocks are not supported")
+    # Kafka writes independent blocks. Linked ones may refer to the previous block, which block
+    # decompression cannot see: such a reference fails the block, never yields wrong bytes.
+    linked = not flg & 0x20
     if flg & 0x01:
         raise DecompressionFailed("lz4: frames with a dictionary are not supported")
     block_max = _BLOCK_MAX.get(bd >> 4)
@@ -83,7 +83,12 @@ def _frame(mv, pos, out, meter):
         else:
             if scratch is None:
                 scratch = bytearray(block_max)
-            k = cramjam.lz4.decompress_block_into(block, scratch)
+            try:
+                k = cramjam.lz4.decompress_block_into(block, scratch)
+            except cramjam.DecompressionError:
+                if linked:
+                    raise DecompressionFailed("lz4: linked blocks are not supported") from None
+                raise
             out += memoryview(scratch)[:k]
         if block_checksums:
             p += 4

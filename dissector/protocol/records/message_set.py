@@ -95,6 +95,7 @@ def decode_message(raw, pos, end, limits):
         records.append(_record(m, m.offset, m.timestamp))
         batch["record_count"] = 1
         return batch
+    batch["compressed_size"] = None if m.value is None else len(m.value)
     state = _State()
     try:
         _expand(m, m.offset, 1, limits, state, records)
@@ -102,8 +103,9 @@ def decode_message(raw, pos, end, limits):
         batch["status"] = e.status
         batch["error"] = str(e)
     batch["record_count"] = len(records)
-    batch["compressed_size"] = None if m.value is None else len(m.value)
     batch["uncompressed_size"] = state.used
+    if not limits.records:
+        batch["records"] = []
     return batch
 
 
@@ -129,14 +131,16 @@ def _read(buf, pos, end):
     """The message at ``buf[pos:end]`` (``end - pos`` is 12 plus its size field)."""
     if end - pos <= _CRC_START:
         raise Corrupt(f"message at byte {pos}: {end - pos} bytes hold no magic byte")
-    offset, size, crc, magic, attributes = _HEADER.unpack_from(buf, pos)
+    magic = buf[pos + _CRC_START]
     min_size = _MIN_SIZE.get(magic)
     if min_size is None:
         raise Corrupt(f"message at byte {pos}: magic {magic}")
+    size = end - pos - LOG_OVERHEAD
     if size < min_size:
         raise Corrupt(
             f"message at byte {pos}: size {size} is below the {min_size} of magic {magic}"
         )
+    offset, _, crc, _, attributes = _HEADER.unpack_from(buf, pos)
     p = pos + _HEADER.size
     timestamp = None
     if magic:
