@@ -52,6 +52,8 @@ def kafka_pdus(path, port):
         for proto in packet.findall("proto"):
             if proto.get("name") == "kafka":
                 pdus.append(_pdu(proto, frame, srcport, dstport))
+            elif proto.get("name") == "_ws.malformed" and pdus and pdus[-1].frame == frame:
+                pdus[-1].malformed = True  # tshark gave up inside the PDU before this marker
     return pdus
 
 
@@ -59,7 +61,6 @@ def _pdu(proto, frame, srcport, dstport):
     values = {}
     for field in proto.findall("field"):  # header fields are direct children
         values.setdefault(field.get("name"), field.get("show"))
-    names = {f.get("name") for f in proto.iter("field")}
     version_field = next(
         (f for f in proto.findall("field") if f.get("name") == "kafka.api_version"), None
     )
@@ -84,5 +85,61 @@ def _pdu(proto, frame, srcport, dstport):
         client_id=values.get("kafka.client_id"),
         request_frame=number("kafka.request_frame"),
         unsupported=unsupported,
-        malformed="_ws.malformed" in names,
+        malformed=False,
     )
+
+
+@dataclass
+class RecordFields:
+    """The record-batch fields tshark shows in one Kafka PDU, in wire order."""
+
+    frame: int
+    crcs: list
+    codecs: list
+    last_offset_deltas: list
+    first_timestamps: list  # raw int64 (tshark 4.0 prints these dates wrongly)
+    producer_ids: list
+    base_sequences: list
+    keys: list  # bytes
+    values: list  # bytes
+    malformed: bool
+
+
+def record_fields(path, port):
+    out = subprocess.run(
+        ["tshark", "-r", str(path), "-d", f"tcp.port=={port},kafka", "-T", "pdml", "-Y", "kafka"],
+        capture_output=True,
+        check=True,
+        timeout=300,
+    ).stdout
+    result = []
+    for packet in ET.fromstring(out).iter("packet"):
+        frame = next(
+            int(f.get("show")) for f in packet.iter("field") if f.get("name") == "frame.number"
+        )
+        for proto in packet.findall("proto"):
+            if proto.get("name") == "_ws.malformed" and result and result[-1].frame == frame:
+                result[-1].malformed = True
+            if proto.get("name") != "kafka":
+                continue
+            r = RecordFields(frame, [], [], [], [], [], [], [], [], False)
+            for f in proto.iter("field"):
+                name, raw = f.get("name"), f.get("value") or ""
+                if name == "kafka.batch_crc":
+                    r.crcs.append(int(raw, 16))
+                elif name == "kafka.batch_codec":
+                    r.codecs.append(int(f.get("show")))
+                elif name == "kafka.batch_last_offset_delta":
+                    r.last_offset_deltas.append(int(f.get("show")))
+                elif name == "kafka.batch_first_timestamp":
+                    r.first_timestamps.append(int(raw, 16))
+                elif name == "kafka.producer_id" and len(raw) == 16:
+                    r.producer_ids.append(int(f.get("show")))
+                elif name == "kafka.batch_base_sequence":
+                    r.base_sequences.append(int(f.get("show")))
+                elif name in ("kafka.message_key", "kafka.message_value"):
+                    null = "<NULL>" in (f.get("showname") or "")
+                    value = None if null else bytes.fromhex(raw)
+                    (r.keys if name == "kafka.message_key" else r.values).append(value)
+            result.append(r)
+    return result
