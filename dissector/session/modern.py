@@ -45,6 +45,7 @@ class ModernSession:
         self.mechanism = None  # SASL mechanism named by the last SaslHandshake
         self.raw_sasl = False  # after a SaslHandshake v0: raw SASL tokens, no Kafka headers
         self.raw_pending = deque()
+        self.client_id = None  # of the last request: raw SASL tokens have no header
         self.malformed = 0
 
     def is_waiting(self, corr):
@@ -66,6 +67,7 @@ class ModernSession:
             req = Request(frame, reason=f"request header: {e}")
             return [build(self.conn, PROTOCOL, req, status=ex.MALFORMED)]
         key, version = header.api_key, header.api_version
+        self.client_id = header.client_id
         ctx = Context(self.records)
         body = reason = None
         try:
@@ -186,6 +188,7 @@ class ModernSession:
                 frame,
                 api_key=SASL_AUTHENTICATE,
                 api_name=schema.api_names()[SASL_AUTHENTICATE],
+                client_id=self.client_id,
                 body={"AuthBytes": token, "raw": True},
             )
         return Side(frame, body={"AuthBytes": token, "raw": True}, error_name="NONE")
