@@ -101,3 +101,24 @@ def test_truncated_capture_decodes_up_to_the_cut_with_a_warning(tmp_path):
     assert "warning" in res.stderr and "truncated" in res.stderr
     assert "Traceback" not in res.stderr
     assert "exchanges" in res.stdout
+
+
+def test_analyze_writes_partitions_and_records_and_shows_volume(tmp_path):
+    compression = SAMPLE.parent / "compression.pcap"
+    out = tmp_path / "records.parquet"
+    res = run("analyze", compression, "--table", "records", "-o", out, "--no-progress")
+    assert res.returncode == 0, res.stderr
+    records = pd.read_parquet(out)
+    produced = records[records.direction == "request"]
+    assert sorted(set(produced.compression)) == ["gzip", "lz4", "snappy", "zstd"]
+    assert len(produced) == 20 and produced.value.map(len).gt(300).all()
+    lines = [line.split() for line in res.stdout.splitlines()]
+    volume = [v for v in lines if v[:1] == ["Produce"] and v[1].startswith("comp-")]
+    assert {v[1] for v in volume} == {"comp-gzip", "comp-lz4", "comp-snappy", "comp-zstd"}
+    for v in volume:  # records, bytes, uncompressed bytes, ratio: the text compresses well
+        assert int(v[2]) == 5 and float(v[5]) > 1.5
+    parts = tmp_path / "parts.csv"
+    res = run("analyze", compression, "--table", "partitions", "-o", parts, "--no-progress")
+    assert res.returncode == 0, res.stderr
+    table = pd.read_csv(parts)
+    assert {"topic", "partition", "high_watermark", "lag"} <= set(table.columns)
