@@ -127,7 +127,7 @@ def analyze(args):
             print(volume_text(volume))
         print()
         if args.output:
-            table = pairs if args.table == "pairs" else build_table(exchanges, args.table)
+            table = build_table(exchanges, args.table, d.streams)
             if len(args.captures) > 1:
                 table.insert(0, "capture", str(path))
             outputs.append(table)

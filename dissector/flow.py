@@ -23,6 +23,7 @@ class Dissector:
         self.directory = Directory()
         self.records = self.options.record_decoder()
         self.conversations = {}  # connection id -> Conversation
+        self.streams = []  # accounting rows of ended connections, two per connection
         self.packets = 0
         self.segments = 0
         self.connections = 0
@@ -69,7 +70,8 @@ class Dissector:
         return out
 
     def _account(self, conv):
+        self.streams += conv.streams()
         if conv.kafka:
             self.kafka_connections += 1
             self.malformed += conv.malformed
-            self.skipped_bytes += sum(conv.skipped)
+            self.skipped_bytes += sum(f.bytes_skipped for f in conv.framers)

@@ -71,10 +71,13 @@ def read_pcap(path, ports=(), table="pairs", *, progress=None, **options):
     """A pandas DataFrame of one capture file.
 
     table: "pairs" (one row per exchange), "partitions" (one per exchange, topic and
-    partition) or "records" (one per record; record sets are then decoded in full).
+    partition), "records" (one per record; record sets are then decoded in full) or
+    "streams" (one per connection and direction: the byte accounting).
     """
     from .tables import build_table
 
     if table == "records":
         options.setdefault("records", "full")
-    return build_table(dissect(path, ports, progress=progress, **options), table)
+    dissection = dissect(path, ports, progress=progress, **options)
+    exchanges = list(dissection)
+    return build_table(exchanges, table, dissection.dissector.streams)

@@ -6,17 +6,21 @@ import zlib
 from collections.abc import Iterator
 
 from dissector.capture import pcap, pcapng
-from dissector.capture.packet import Packet
+from dissector.capture.packet import TS_MAX, TS_MIN, Packet
 from dissector.errors import CaptureError
 
 CHUNK = 1024 * 1024
+MAX_READ = 16 * CHUNK  # largest single read, whatever a record claims
 GZIP_MAGIC = b"\x1f\x8b"
 
 
 class Source:
     """Chunked reads from the (possibly decompressed) stream, shared by the format parsers.
 
-    Parsers keep their own buffer and call `refill` only when a record does not fit in it.
+    Parsers keep their own buffer and call `refill` only when a record does not fit in it. They
+    also keep `offset` (stream offset of the record or block of the packet they last yielded)
+    and `first_of_linktype` (link type -> frame and offset of its first packet) up to date, and
+    report the end of the stream through `end`.
     """
 
     def __init__(self, path: str, stream, warnings: list[str]):
@@ -26,18 +30,26 @@ class Source:
         self._read = getattr(stream, "read1", stream.read)
         self.warnings = warnings
         self.eof = False
+        self.cut_short = False  # a compressed stream without its end marker
+        self.offset = 0
+        self.first_of_linktype: dict[int, tuple[int, int]] = {}
+        self._clamped = False
 
     def refill(self, buf: bytes, pos: int, need: int, frame: int, offset: int) -> bytes:
-        """Return buf[pos:] extended to at least `need` bytes, or to the end of the stream."""
+        """Return buf[pos:] extended to at least `need` bytes, or to the end of the stream.
+
+        Reads at most MAX_READ bytes at a time, so that a corrupt length claiming far more than
+        the file holds costs no more memory than the file has.
+        """
         parts = [buf[pos:]]
         have = len(parts[0])
         while have < need and not self.eof:
             try:
-                chunk = self._read(max(CHUNK, need - have))
+                chunk = self._read(min(max(CHUNK, need - have), MAX_READ))
             except EOFError:
                 # gzip stream without its end marker: what was decompressed is still good
                 self.eof = True
-                self.warnings.append("compressed stream ends early (truncated capture)")
+                self.cut_short = True
                 break
             except (OSError, zlib.error) as e:
                 raise CaptureError(self.path, f"cannot read: {e}", frame, offset) from e
@@ -48,10 +60,33 @@ class Source:
             have += len(chunk)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    def truncated(self, frame: int, offset: int) -> None:
+    def end(self, frame: int, offset: int, partial: str = "") -> None:
+        """The stream ended before `frame` at `offset`; `partial` names the unit it cut, if any.
+
+        A cut file, or a compressed stream without its end marker, is one warning: the packets
+        before the cut were all delivered.
+        """
+        if partial:
+            how = "compressed stream" if self.cut_short else "file"
+            reason = f"{how} ends inside a {partial}"
+        elif self.cut_short:
+            reason = "compressed stream ends early, without its end marker"
+        else:
+            return
         self.warnings.append(
-            f"file ends in the middle of frame {frame} at offset {offset} (truncated capture)"
+            f"{self.path}: frame {frame}, offset {offset}: truncated capture: {reason}; "
+            "decoded up to the cut"
         )
+
+    def clamp_ts(self, ts: int, frame: int, offset: int) -> int:
+        """A timestamp beyond what 64-bit nanoseconds hold, brought to the nearest end of it."""
+        if not self._clamped:
+            self._clamped = True
+            self.warnings.append(
+                f"{self.path}: frame {frame}, offset {offset}: timestamp out of range "
+                "(before 1678 or after 2261), clamped"
+            )
+        return TS_MAX if ts > TS_MAX else TS_MIN
 
 
 class PacketReader:
@@ -59,7 +94,12 @@ class PacketReader:
 
     `bytes_read` and `total_bytes` measure the file on disk (compressed bytes for gzip), for
     progress reporting. Byte offsets in errors and warnings are offsets in the capture stream,
-    which for gzip means the decompressed data. Iterate once; use as a context manager.
+    which for gzip means the decompressed data. `last_offset` is the offset of the record (pcap)
+    or block (pcapng) of the packet last yielded, and `first_of_linktype` maps each link type
+    seen to the frame number and offset of its first packet, for messages about packets the
+    later stages cannot use. `warnings` holds what the reader noticed (a truncated capture, a
+    timestamp out of range), one line each, naming the file, frame and offset. Iterate once;
+    use as a context manager.
     """
 
     def __init__(self, path: str | os.PathLike):
@@ -69,6 +109,7 @@ class PacketReader:
         self.compressed = False
         self._raw = open(self.path, "rb", buffering=0)  # noqa: SIM115 - closed by close()
         self._stream = self._raw
+        self._src: Source | None = None
         try:
             self.total_bytes = os.fstat(self._raw.fileno()).st_size
             self._packets = self._open()
@@ -84,7 +125,7 @@ class PacketReader:
             self._raw.seek(0)
             self._stream = gzip.GzipFile(fileobj=self._raw, mode="rb")
             self.compressed = True
-        src = Source(self.path, self._stream, self.warnings)
+        src = self._src = Source(self.path, self._stream, self.warnings)
         if self.compressed:
             head = src.refill(b"", 0, CHUNK, 1, 0)
             if not head:
@@ -104,6 +145,14 @@ class PacketReader:
 
     def __iter__(self) -> Iterator[Packet]:
         return self._packets
+
+    @property
+    def last_offset(self) -> int:
+        return self._src.offset
+
+    @property
+    def first_of_linktype(self) -> dict[int, tuple[int, int]]:
+        return self._src.first_of_linktype
 
     @property
     def bytes_read(self) -> int:

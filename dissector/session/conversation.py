@@ -11,6 +11,7 @@ from ..protocol.primitives import i32
 from .legacy import LegacySession
 from .modern import ModernSession, decodes_fully
 from .plausible import plausible_request
+from .rows import endpoint
 
 UNDECIDED_LIMIT = 64  # frames held per side while the client side is unknown
 
@@ -28,7 +29,10 @@ class Conversation:
         self.session = None  # ModernSession or LegacySession once the first request is seen
         self.sniffed = self.forced  # whether the first bytes were checked for a request's shape
         self.held = ([], [])  # frames per side while the client side is unknown
-        self.skipped = [0, 0]  # bytes per side that were not part of any frame
+        # Bytes per side in frames that were framed but not used: held while the client side
+        # was unknown and then found not to be requests, or responses before any request.
+        self.unused = [0, 0]
+        self.gaps = [0, 0]
         # Without the SYN the capture may start mid-frame: search for a frame start first.
         synced = conn.how == "syn"
         self.framers = tuple(
@@ -44,7 +48,8 @@ class Conversation:
 
     @property
     def malformed(self):
-        return self.session.malformed if self.session is not None else 0
+        """Frames that did not decode, both directions."""
+        return sum(self.session.bad.frames) if self.session is not None else 0
 
     # -- bytes in ----------------------------------------------------------------------------
 
@@ -61,6 +66,9 @@ class Conversation:
         return self._framed(side, self.framers[side].feed(data, frame, ts))
 
     def gap(self, side, size, frame, ts):
+        self.gaps[side] += 1
+        if self.session is not None and side != self.conn.client_side:
+            self.session.lost = True  # a response may be in the missing bytes
         return self._framed(side, self.framers[side].gap(size, frame, ts))
 
     def end(self):
@@ -68,7 +76,9 @@ class Conversation:
         out = []
         for side in (0, 1):
             out += self._framed(side, self.framers[side].finish())
-        self.held = ([], [])  # never decided which side is the client: not Kafka to us
+        for side in (0, 1):  # never decided which side is the client: not Kafka to us
+            self.unused[side] += sum(len(f.data) + 4 for f in self.held[side])
+        self.held = ([], [])
         if self.session is not None and not self.conn.ignored:
             out += self.session.end()
         return out
@@ -76,11 +86,8 @@ class Conversation:
     def _framed(self, side, items):
         out = []
         for item in items:
-            if item.__class__ is Frame:
-                if not self.conn.ignored:
-                    out += self.frame(side, item)
-            else:
-                self.skipped[side] += item.size
+            if item.__class__ is Frame and not self.conn.ignored:
+                out += self.frame(side, item)
         return out
 
     def _frame_start(self, side):
@@ -117,7 +124,8 @@ class Conversation:
                 return []
             return self.session.request(frame)
         if self.session is None:
-            return []  # a response before any request: nothing to pair it with
+            self.unused[side] += len(frame.data) + 4  # a response before any request
+            return []
         return self.session.response(frame)
 
     def _start(self, data):
@@ -149,14 +157,53 @@ class Conversation:
             self.conn.how = "traffic"
             held, self.held = self.held, ([], [])
             # Client frames held before the first request that decodes are not requests.
-            self.skipped[side] += sum(len(f.data) + 4 for f in held[side])
+            self.unused[side] += sum(len(f.data) + 4 for f in held[side])
             out = self.frame(side, frame)
             for f in held[1 - side]:
                 out += self.frame(1 - side, f)
             return out
         if len(self.held[side]) < UNDECIDED_LIMIT:
             self.held[side].append(frame)
+        else:
+            self.unused[side] += len(frame.data) + 4
         return []
+
+    def streams(self):
+        """One accounting row per direction (see tables/streams.py for the columns)."""
+        conn = self.conn
+        client = conn.client_side if conn.client_side is not None else 0
+        rows = []
+        for side, direction in ((client, "request"), (1 - client, "response")):
+            framer = self.framers[side]
+            bad = self.session.bad if self.session is not None else None
+            which = 0 if direction == "request" else 1
+            rows.append(
+                {
+                    "stream": conn.id,
+                    "direction": direction,
+                    "client": endpoint(conn.endpoints[client]),
+                    "broker": endpoint(conn.endpoints[1 - client]),
+                    "kafka": self.kafka,
+                    "protocol": None if self.session is None else self.session.PROTOCOL,
+                    "client_side_from": conn.how,
+                    "end": conn.end_reason,
+                    "first_frame": conn.first_frame,
+                    "last_frame": conn.last_frame,
+                    "bytes_seen": conn.bytes_seen[side],
+                    "bytes_duplicate": conn.bytes_dup[side],
+                    "bytes_dropped": conn.bytes_dropped[side],
+                    "bytes_missing": conn.bytes_gap[side],
+                    "bytes_delivered": conn.bytes_delivered[side],
+                    "bytes_framed": framer.bytes_framed,
+                    "bytes_skipped": framer.bytes_skipped,
+                    "bytes_malformed": bad.bytes[which] if bad else 0,
+                    "bytes_unused": self.unused[side],
+                    "frames": framer.frames,
+                    "malformed_frames": bad.frames[which] if bad else 0,
+                    "gaps": self.gaps[side],
+                }
+            )
+        return rows
 
     def _not_kafka(self):
         self.conn.ignored = True

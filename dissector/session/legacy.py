@@ -8,7 +8,7 @@ from collections import deque
 from ..errors import DecodeError
 from ..protocol import legacy
 from . import exchange as ex
-from .rows import Request, Side, build
+from .rows import REQUEST, RESPONSE, Malformed, Request, Side, build
 
 PROTOCOL = "0.7"
 
@@ -21,16 +21,19 @@ def _topics(body):
 
 
 class LegacySession:
+    PROTOCOL = PROTOCOL
+
     def __init__(self, conn):
         self.conn = conn
         self.pending = deque()  # requests that expect a response, oldest first
-        self.malformed = 0
+        self.lost = False
+        self.bad = Malformed()
 
     def request(self, frame):
         try:
             decoded = legacy.decode_request(frame.data)
         except DecodeError as e:
-            self.malformed += 1
+            self.bad.count(REQUEST, frame)
             req = Request(frame, reason=f"0.7 request: {e}")
             return [build(self.conn, PROTOCOL, req, status=ex.MALFORMED)]
         kind = decoded["request_type"]
@@ -53,7 +56,7 @@ class LegacySession:
         try:
             body = legacy.decode_response(req.api_key, frame.data, req.body)
         except DecodeError as e:
-            self.malformed += 1
+            self.bad.count(RESPONSE, frame)
             return [build(self.conn, PROTOCOL, req, Side(frame, reason=f"0.7 response: {e}"))]
         code = body.get("ErrorCode", 0)
         resp = Side(frame, body, error=code, error_name=body.get("error_name"))

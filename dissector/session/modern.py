@@ -13,7 +13,7 @@ from ..protocol.errors import error_name
 from ..protocol.primitives import i32
 from . import exchange as ex
 from .directory import NO_TOPIC_ID
-from .rows import Request, Side, build
+from .rows import REQUEST, RESPONSE, Malformed, Request, Side, build
 
 PROTOCOL = "0.8+"
 PRODUCE, SASL_HANDSHAKE, SASL_AUTHENTICATE = 0, 17, 36
@@ -33,6 +33,8 @@ def decodes_fully(data):
 
 
 class ModernSession:
+    PROTOCOL = PROTOCOL
+
     def __init__(self, conn, directory, options, records):
         self.conn = conn
         self.directory = directory
@@ -46,7 +48,8 @@ class ModernSession:
         self.raw_sasl = False  # after a SaslHandshake v0: raw SASL tokens, no Kafka headers
         self.raw_pending = deque()
         self.client_id = None  # of the last request: raw SASL tokens have no header
-        self.malformed = 0
+        self.lost = False  # bytes of the broker's side went missing (a capture gap)
+        self.bad = Malformed()
 
     def is_waiting(self, corr):
         return corr in self.pending
@@ -63,7 +66,7 @@ class ModernSession:
         try:
             header = messages.decode_request_header(data)
         except DecodeError as e:
-            self.malformed += 1
+            self.bad.count(REQUEST, frame)
             req = Request(frame, reason=f"request header: {e}")
             return [build(self.conn, PROTOCOL, req, status=ex.MALFORMED)]
         key, version = header.api_key, header.api_version
@@ -74,6 +77,7 @@ class ModernSession:
             body = messages.decode_body(key, "request", version, data, header.end, ctx)
         except DecodeError as e:
             reason = f"request body: {e}"
+            self.bad.count(REQUEST, frame)
         if body is not None:
             self.directory.learn(key, body, None)
             if key == SASL_HANDSHAKE:
@@ -123,7 +127,7 @@ class ModernSession:
             req = self.raw_pending.popleft()
             return [build(self.conn, PROTOCOL, req, self._raw_token(frame, from_client=False))]
         if len(data) < 4:
-            self.malformed += 1
+            self.bad.count(RESPONSE, frame)
             resp = Side(frame, reason="response shorter than a header")
             return [build(self.conn, PROTOCOL, None, resp, status=ex.MALFORMED)]
         (corr,) = i32(data, 0)
@@ -133,9 +137,10 @@ class ModernSession:
             req = queue.popleft()
             if not queue:
                 del self.pending[corr]
-            # A broker answers in order: acks=0 requests sent before this one got no answer.
+            # A broker answers in order: requests sent before this one have had their chance.
             while self.silent and self.silent[0].frame.offset < req.frame.offset:
                 out.append(self._unanswerable(self.silent.popleft()))
+            out += self._passed_over(req)
         else:
             req = self._answered_silent(corr, out)
             if req is None:
@@ -143,6 +148,23 @@ class ModernSession:
                 return [build(self.conn, PROTOCOL, None, resp, ex.ORPHAN_RESPONSE, corr)]
         out.append(self._answer(req, frame))
         return out
+
+    def _passed_over(self, req):
+        """Requests sent before `req` still waiting when its response came: a broker answers in
+        order, so theirs will not come (lost in a capture gap, or never sent)."""
+        older = [
+            r for queue in self.pending.values() for r in queue if r.frame.offset < req.frame.offset
+        ]
+        if not older:
+            return []
+        for r in older:
+            queue = self.pending[r.correlation_id]
+            queue.remove(r)
+            if not queue:
+                del self.pending[r.correlation_id]
+        why = "response lost in a capture gap" if self.lost else "a later request was answered"
+        older.sort(key=lambda r: r.frame.offset)
+        return [build(self.conn, PROTOCOL, r, status=ex.UNANSWERED, reason=why) for r in older]
 
     def _answered_silent(self, corr, out):
         """The acks=0 request this response answers, if any; older ones go to out."""
@@ -155,7 +177,8 @@ class ModernSession:
 
     def _answer(self, req, frame):
         key, version = req.api_key, req.api_version
-        if key is None:  # the request's header did not decode
+        if key is None:  # the request's header did not decode: nor can its response
+            self.bad.count(RESPONSE, frame)
             return build(self.conn, PROTOCOL, req, Side(frame), status=ex.MALFORMED)
         ctx = Context(self.records)
         body = reason = None
@@ -164,6 +187,7 @@ class ModernSession:
             body = messages.decode_body(key, "response", version, frame.data, pos, ctx)
         except DecodeError as e:
             reason = f"response body: {e}"
+            self.bad.count(RESPONSE, frame)
         throttle = None
         if body is not None:
             self.directory.learn(key, req.body, body)
@@ -197,8 +221,9 @@ class ModernSession:
 
     def end(self):
         """The connection is over: requests still waiting are unanswered."""
+        why = "response lost in a capture gap" if self.lost else "connection ended"
         out = [
-            build(self.conn, PROTOCOL, req, status=ex.UNANSWERED, reason="connection ended")
+            build(self.conn, PROTOCOL, req, status=ex.UNANSWERED, reason=why)
             for queue in self.pending.values()
             for req in queue
         ]

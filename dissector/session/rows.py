@@ -3,6 +3,22 @@
 from . import exchange as ex
 from .exchange import Exchange
 
+REQUEST, RESPONSE = 0, 1
+
+
+class Malformed:
+    """Frames (and their bytes, size prefix included) that did not decode, per direction."""
+
+    __slots__ = ("frames", "bytes")
+
+    def __init__(self):
+        self.frames = [0, 0]  # [requests, responses]
+        self.bytes = [0, 0]
+
+    def count(self, direction, frame):
+        self.frames[direction] += 1
+        self.bytes[direction] += len(frame.data) + 4
+
 
 class Side:
     """One decoded frame of an exchange."""
