@@ -2,7 +2,7 @@
 
 from typing import NamedTuple
 
-# Readers keep timestamps within signed 64-bit nanoseconds (years 1678 to 2261), what every
+# Readers keep timestamps within signed 64-bit nanoseconds (years 1677 to 2262), what every
 # table can hold; the minimum itself is left out, as pandas reads it as "no time".
 TS_MAX = (1 << 63) - 1
 TS_MIN = -TS_MAX

@@ -66,8 +66,7 @@ def _records(src, buf: bytes, byteorder: str, frac_ns: int, linktype: int) -> It
             pos = 0
             n = len(buf)
             if n < RECORD_HEADER_LEN:
-                if n:
-                    src.truncated(frame + 1, base)
+                src.end(frame + 1, base, "record header" if n else "")
                 return
         sec, frac, incl, orig = unpack(buf, pos)
         start = pos + RECORD_HEADER_LEN
@@ -84,9 +83,12 @@ def _records(src, buf: bytes, byteorder: str, frac_ns: int, linktype: int) -> It
             start = RECORD_HEADER_LEN
             end = start + incl
             if end > n:
-                src.truncated(frame + 1, base)
+                src.end(frame + 1, base, "record")
                 return
         frame += 1
+        src.offset = base + pos
+        if frame == 1:
+            src.first_of_linktype[linktype] = (1, base + pos)
         yield new(
             Packet, (frame, sec * 1_000_000_000 + frac * frac_ns, linktype, buf[start:end], orig)
         )

@@ -84,7 +84,7 @@ class Source:
             self._clamped = True
             self.warnings.append(
                 f"{self.path}: frame {frame}, offset {offset}: timestamp out of range "
-                "(before 1678 or after 2261), clamped"
+                "(before 1677 or after 2262), clamped"
             )
         return TS_MAX if ts > TS_MAX else TS_MIN
 
