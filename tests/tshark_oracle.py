@@ -31,15 +31,20 @@ def available():
     return shutil.which("tshark") is not None
 
 
-def kafka_pdus(path, port):
+def _packets(path, port):
+    """tshark's PDML packets of a capture that carry Kafka, port decoded as Kafka."""
     out = subprocess.run(
         ["tshark", "-r", str(path), "-d", f"tcp.port=={port},kafka", "-T", "pdml", "-Y", "kafka"],
         capture_output=True,
         check=True,
         timeout=300,
     ).stdout
+    return ET.fromstring(out).iter("packet")
+
+
+def kafka_pdus(path, port):
     pdus = []
-    for packet in ET.fromstring(out).iter("packet"):
+    for packet in _packets(path, port):
         frame = srcport = dstport = None
         for field in packet.iter("field"):
             name = field.get("name")
@@ -106,14 +111,8 @@ class RecordFields:
 
 
 def record_fields(path, port):
-    out = subprocess.run(
-        ["tshark", "-r", str(path), "-d", f"tcp.port=={port},kafka", "-T", "pdml", "-Y", "kafka"],
-        capture_output=True,
-        check=True,
-        timeout=300,
-    ).stdout
     result = []
-    for packet in ET.fromstring(out).iter("packet"):
+    for packet in _packets(path, port):
         frame = next(
             int(f.get("show")) for f in packet.iter("field") if f.get("name") == "frame.number"
         )

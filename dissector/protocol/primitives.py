@@ -20,36 +20,30 @@ i32 = INT32.unpack_from
 i64 = INT64.unpack_from
 
 
-def uvarint(buf, pos):
-    """Unsigned varint of at most 5 bytes (Kafka's 32-bit unsigned varint)."""
+def _unsigned(buf, pos, limit, what):
+    """Unsigned LEB128 of at most `limit` bytes: a varint that never ends is an error."""
     value = shift = 0
     end = len(buf)
-    for _ in range(5):
+    for _ in range(limit):
         if pos >= end:
-            raise DecodeError("varint runs past the end of the frame", pos)
+            raise DecodeError(f"{what} runs past the end of the frame", pos)
         b = buf[pos]
         pos += 1
         value |= (b & 0x7F) << shift
         if b < 0x80:
             return value, pos
         shift += 7
-    raise DecodeError("varint longer than 5 bytes", pos)
+    raise DecodeError(f"{what} longer than {limit} bytes", pos)
+
+
+def uvarint(buf, pos):
+    """Unsigned varint of at most 5 bytes (Kafka's 32-bit unsigned varint)."""
+    return _unsigned(buf, pos, 5, "varint")
 
 
 def uvarlong(buf, pos):
     """Unsigned varint of at most 10 bytes."""
-    value = shift = 0
-    end = len(buf)
-    for _ in range(10):
-        if pos >= end:
-            raise DecodeError("varlong runs past the end of the frame", pos)
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos
-        shift += 7
-    raise DecodeError("varlong longer than 10 bytes", pos)
+    return _unsigned(buf, pos, 10, "varlong")
 
 
 def varint(buf, pos):
