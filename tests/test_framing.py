@@ -21,7 +21,7 @@ def body(n, seed=0):
     return (MAGIC + bytes(rng.randrange(256) for _ in range(n)))[:n] if n >= 2 else b"K" * n
 
 
-def starts_with_magic(buf, pos, size):
+def starts_with_magic(buf, pos, size, ts=None):
     return size >= 2 and buf[pos : pos + 2] == MAGIC
 
 
@@ -240,7 +240,7 @@ def test_search_reports_skipped_bytes_in_bounded_pieces():
 
 
 def test_search_buffer_stays_small_without_frame_start():
-    f = Framer(is_frame_start=lambda buf, pos, size: False, synced=False, max_search=1 << 16)
+    f = Framer(is_frame_start=lambda buf, pos, size, ts: False, synced=False, max_search=1 << 16)
     zeros = bytes(1460)  # every position a plausible size, none a start
     for i in range(200):
         f.feed(zeros, i, i)

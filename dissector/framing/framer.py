@@ -44,8 +44,8 @@ class Skipped(NamedTuple):
 class Framer:
     """Frames of one side of one connection.
 
-    is_frame_start(buf, pos, size) -> bool tells whether a frame of that size whose body starts
-    at buf[pos] is believable; buf holds at least min(size, lookahead) bytes from pos, except
+    is_frame_start(buf, pos, size, ts) -> bool tells whether a frame of that size whose body
+    starts at buf[pos], in a packet captured at ts, is believable; buf holds at least min(size, lookahead) bytes from pos, except
     just before a gap or the end of the stream, where it holds what there is. It must not keep
     a reference to buf. Without it the framer cannot find its way back once lost, and skips
     everything after.
@@ -413,7 +413,7 @@ class Framer:
             if q + 4 + min(size, look) > end and not final:
                 p = q
                 break
-            if check(sbuf, q + 4, size):
+            if check(sbuf, q + 4, size, self._ts_at(q)):
                 p = q
                 found = True
                 break
@@ -438,6 +438,15 @@ class Framer:
         self._sscan = 0
         self._mode = _SYNC
         return pieces
+
+    def _ts_at(self, q):
+        """Capture time of the packet that brought byte q of the search buffer."""
+        ts = self._sfr[0][2]
+        for start, _, t in self._sfr:
+            if start > q:
+                break
+            ts = t
+        return ts
 
     def _settle(self, out):
         """Before a gap or the end: decide the search buffer with the bytes there are."""

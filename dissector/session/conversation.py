@@ -14,6 +14,9 @@ from .plausible import plausible_request
 from .rows import endpoint
 
 UNDECIDED_LIMIT = 64  # frames held per side while the client side is unknown
+# Body bytes the frame-start checks read (request header to the client id's length; a
+# response's correlation id): waiting for more would hold a short request back.
+HEADER_LOOKAHEAD = 10
 
 
 class Conversation:
@@ -37,7 +40,10 @@ class Conversation:
         synced = conn.how == "syn"
         self.framers = tuple(
             Framer(
-                max_frame=options.max_frame, is_frame_start=self._frame_start(side), synced=synced
+                max_frame=options.max_frame,
+                is_frame_start=self._frame_start(side),
+                synced=synced,
+                lookahead=HEADER_LOOKAHEAD,
             )
             for side in (0, 1)
         )
@@ -55,7 +61,9 @@ class Conversation:
 
     def data(self, side, data, frame, ts):
         """In-order bytes of one side; return the exchanges they complete."""
-        if not self.sniffed and side == self.conn.client_side and len(data) >= 14:
+        # Only a stream seen from its SYN starts with a frame; later bytes may be mid-frame.
+        first = self.conn.how == "syn" and side == self.conn.client_side
+        if not self.sniffed and first and len(data) >= 14:
             # A connection that does not open with a request-shaped frame is not Kafka: drop it
             # before its framer buffers a "frame" of some other protocol.
             self.sniffed = True
@@ -86,24 +94,43 @@ class Conversation:
     def _framed(self, side, items):
         out = []
         for item in items:
-            if item.__class__ is Frame and not self.conn.ignored:
+            if self.conn.ignored:
+                break
+            if item.__class__ is Frame:
                 out += self.frame(side, item)
+            elif item.reason == "gap" and self.session is not None:
+                if side != self.conn.client_side:
+                    # The rest of a response the capture lost: sessions that pair by order
+                    # must not give the next response to its request.
+                    out += self.session.response_lost()
         return out
 
     def _frame_start(self, side):
         """The check the framer uses to re-find frame boundaries on one side (after a gap)."""
 
-        def check(buf, pos, size):
+        def check(buf, pos, size, ts):
             client = self.conn.client_side
-            if client is None or side == client:
+            if client is None:
+                # Before the traffic tells, only the likely client's bytes may hold requests:
+                # a broker's response is full of request-shaped byte runs.
+                likely = self._likely_client()
+                return (likely is None or side == likely) and self._request_shaped(buf, pos, size)
+            if side == client:
                 return self._request_shaped(buf, pos, size)
-            if isinstance(self.session, ModernSession):
-                return (
-                    size >= 4 and len(buf) - pos >= 4 and self.session.is_waiting(i32(buf, pos)[0])
-                )
+            if isinstance(self.session, ModernSession) and size >= 4 and len(buf) - pos >= 4:
+                whole = bytes(buf[pos : pos + size]) if len(buf) - pos >= size else None
+                return self.session.could_answer(i32(buf, pos)[0], size, ts, whole)
             return False
 
         return check
+
+    def _likely_client(self):
+        """The side on the higher port: clients use ephemeral ports, brokers listen on low
+        ones. None when the ports do not tell."""
+        (_, p0), (_, p1) = self.conn.endpoints
+        if p0 == p1:
+            return None
+        return 0 if p0 > p1 else 1
 
     def _request_shaped(self, buf, pos, size):
         if self.options.protocol != "0.7" and plausible_request(buf, pos, size):
@@ -158,10 +185,14 @@ class Conversation:
             held, self.held = self.held, ([], [])
             # Client frames held before the first request that decodes are not requests.
             self.unused[side] += sum(len(f.data) + 4 for f in held[side])
-            out = self.frame(side, frame)
+            if self.session is None and not self._start(data):
+                return []
+            # Broker frames held so far came before this request: they answer requests the
+            # capture did not see (orphans), never this one.
+            out = []
             for f in held[1 - side]:
-                out += self.frame(1 - side, f)
-            return out
+                out += self.session.response(f)
+            return out + self.session.request(frame)
         if len(self.held[side]) < UNDECIDED_LIMIT:
             self.held[side].append(frame)
         else:

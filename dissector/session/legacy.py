@@ -62,6 +62,14 @@ class LegacySession:
         resp = Side(frame, body, error=code, error_name=body.get("error_name"))
         return [build(self.conn, PROTOCOL, req, resp)]
 
+    def response_lost(self):
+        """A whole response was lost in a gap: it was the oldest waiting request's."""
+        if not self.pending:
+            return []
+        req = self.pending.popleft()
+        why = "response lost in a capture gap"
+        return [build(self.conn, PROTOCOL, req, status=ex.UNANSWERED, reason=why)]
+
     def end(self):
         out = [
             build(self.conn, PROTOCOL, req, status=ex.UNANSWERED, reason="connection ended")

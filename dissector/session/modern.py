@@ -51,8 +51,42 @@ class ModernSession:
         self.lost = False  # bytes of the broker's side went missing (a capture gap)
         self.bad = Malformed()
 
-    def is_waiting(self, corr):
-        return corr in self.pending
+    # Responses larger than this only answer Fetch-like requests.
+    SMALL_RESPONSE = 8 * 1024 * 1024
+    LARGE_RESPONSES = frozenset({1, 58, 59, 78})  # Fetch, Envelope, FetchSnapshot, ShareFetch
+
+    def could_answer(self, corr, size, ts, whole=None):
+        """Whether a frame found while re-finding boundaries can be the response to a waiting
+        request: its correlation id waits, its request was captured before it, its size is
+        believable for that API, and when the whole frame is at hand, it decodes as one."""
+        queue = self.pending.get(corr)
+        candidates = list(queue) if queue else [r for r in self.silent if r.correlation_id == corr]
+        return any(
+            req.frame.last_ts <= ts
+            and (size <= self.SMALL_RESPONSE or req.api_key in self.LARGE_RESPONSES)
+            and (whole is None or self._decodes_as_response(req, whole))
+            for req in candidates
+        )
+
+    @staticmethod
+    def _decodes_as_response(req, data):
+        key, version = req.api_key, req.api_version
+        if key is None or messages.body_decoder(key, "response", version) is None:
+            return True  # nothing to check it against
+        try:
+            _, pos = messages.decode_response_header(data, key, version)
+            body = messages.decode_body(key, "response", version, data, pos, Context())
+        except DecodeError:
+            return False
+        return "_trailing_bytes" not in body
+
+    def response_lost(self):
+        """A whole response was lost in a gap: in raw SASL, the oldest token's."""
+        if not self.raw_pending:
+            return []
+        req = self.raw_pending.popleft()
+        why = "response lost in a capture gap"
+        return [build(self.conn, PROTOCOL, req, status=ex.UNANSWERED, reason=why)]
 
     # -- requests ----------------------------------------------------------------------------
 
@@ -63,6 +97,13 @@ class ModernSession:
                 self.raw_pending.append(self._raw_token(frame, from_client=True))
                 return []
             self.raw_sasl = False  # the client is back to Kafka requests
+            # Tokens still waiting lost their responses: do not give them Kafka responses.
+            early = [
+                build(self.conn, PROTOCOL, r, status=ex.UNANSWERED, reason="response lost")
+                for r in self.raw_pending
+            ]
+            self.raw_pending.clear()
+            return early + self.request(frame)
         try:
             header = messages.decode_request_header(data)
         except DecodeError as e:

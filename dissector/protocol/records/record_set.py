@@ -17,7 +17,10 @@ _MAGIC_AT = 16
 
 
 def decode_record_set(raw, limits=DEFAULT_LIMITS):
-    """Decode the batches of ``raw`` into plain dicts (see the package docstring)."""
+    """Decode the batches of ``raw`` into plain dicts (see the package docstring); a null
+    record set (nullable in Fetch responses and Produce requests) stays None."""
+    if raw is None:
+        return None
     raw = bytes(raw)
     n = len(raw)
     batches = []
