@@ -98,11 +98,12 @@ class Conversation:
                 break
             if item.__class__ is Frame:
                 out += self.frame(side, item)
-            elif item.reason == "gap" and self.session is not None:
-                if side != self.conn.client_side:
-                    # The rest of a response the capture lost: sessions that pair by order
-                    # must not give the next response to its request.
-                    out += self.session.response_lost()
+            elif (
+                item.reason == "gap" and self.session is not None and side != self.conn.client_side
+            ):
+                # The rest of a response the capture lost: sessions that pair by order must
+                # not give the next response to its request.
+                out += self.session.response_lost()
         return out
 
     def _frame_start(self, side):
