@@ -47,8 +47,8 @@ class Framer:
     is_frame_start(buf, pos, size, ts) -> bool tells whether a frame of that size whose body
     starts at buf[pos], in a packet captured at ts, is believable; buf holds at least
     min(size, lookahead) bytes from pos, except just before a gap or the end of the stream,
-    where it holds what there is. It must not keep a reference to buf. Without it the framer cannot find its way back once lost, and skips
-    everything after.
+    where it holds what there is. It must not keep a reference to buf. Without it the framer
+    cannot find its way back once lost, and skips everything after.
     synced=False starts in search mode (the capture began mid-stream).
     """
 
