@@ -294,29 +294,37 @@ def test_gzip_of_garbage(tmp_path):
 def test_pcap_truncated_in_record_data(tmp_path):
     content = pcap_bytes([(1, 0, b"a" * 10), (2, 0, b"b" * 10), (3, 0, b"c" * 10)])
     cut = 24 + 2 * 26 + 16 + 4  # inside the third record's data
-    packets, warnings = read_all(write(tmp_path, content[:cut]))
+    path = write(tmp_path, content[:cut])
+    packets, warnings = read_all(path)
     assert [p.data for p in packets] == [b"a" * 10, b"b" * 10]
     assert warnings == [
-        f"file ends in the middle of frame 3 at offset {24 + 2 * 26} (truncated capture)"
+        f"{path}: frame 3, offset {24 + 2 * 26}: truncated capture: file ends inside a record; "
+        "decoded up to the cut"
     ]
 
 
 def test_pcap_truncated_in_record_header(tmp_path):
     content = pcap_bytes([(1, 0, b"a" * 10), (2, 0, b"b" * 10)])
-    packets, warnings = read_all(write(tmp_path, content[: 24 + 26 + 7]))
+    path = write(tmp_path, content[: 24 + 26 + 7])
+    packets, warnings = read_all(path)
     assert len(packets) == 1
-    assert warnings == ["file ends in the middle of frame 2 at offset 50 (truncated capture)"]
+    assert warnings == [
+        f"{path}: frame 2, offset 50: truncated capture: file ends inside a record header; "
+        "decoded up to the cut"
+    ]
 
 
 def test_pcapng_truncated_block(tmp_path):
     head = shb() + idb(1)
     content = head + epb(0, 1, b"first") + epb(0, 2, b"second")
     cut = len(head + epb(0, 1, b"first")) + 20
-    packets, warnings = read_all(write(tmp_path, content[:cut], "c.pcapng"))
+    path = write(tmp_path, content[:cut], "c.pcapng")
+    packets, warnings = read_all(path)
     assert [p.data for p in packets] == [b"first"]
     offset = len(head + epb(0, 1, b"first"))
     assert warnings == [
-        f"file ends in the middle of frame 2 at offset {offset} (truncated capture)"
+        f"{path}: frame 2, offset {offset}: truncated capture: file ends inside a block; "
+        "decoded up to the cut"
     ]
 
 
@@ -451,3 +459,85 @@ def test_scapy_written_pcap_and_pcapng(tmp_path):
             1_700_000_000_000_000_000 + i * 250_000_000 for i in range(5)
         ]
         assert {p.linktype for p in packets} == {1}
+
+
+# ---------------------------------------------------------------- offsets and bounds
+
+
+def test_last_offset_and_first_packet_of_each_linktype(tmp_path):
+    recs = [(1, 0, b"a" * 10), (2, 0, b"b" * 3), (3, 0, b"c")]
+    with open_capture(write(tmp_path, pcap_bytes(recs, linktype=113))) as r:
+        offsets = [r.last_offset for _ in r]
+        assert r.first_of_linktype == {113: (1, 24)}
+    assert offsets == [24, 24 + 26, 24 + 26 + 19]
+    blocks = [shb(), idb(1), idb(147), epb(0, 1, b"eth"), epb(1, 2, b"odd"), epb(0, 3, b"eth")]
+    at = [sum(map(len, blocks[:i])) for i in range(len(blocks))]
+    blocks += [spb(b"simple"), pb(1, 4, b"old")]
+    with open_capture(write(tmp_path, b"".join(blocks), "c.pcapng")) as r:
+        offsets = [r.last_offset for _ in r]
+        assert r.first_of_linktype == {1: (1, at[3]), 147: (2, at[4])}
+    end = sum(map(len, blocks[:6]))
+    assert offsets == [at[3], at[4], at[5], end, end + len(blocks[6])]
+
+
+def test_pcapng_cut_inside_the_section_header(tmp_path):
+    for size in (8, 20):
+        with pytest.raises(CaptureError, match="inside the section header block") as e:
+            read_all(write(tmp_path, shb()[:size], "c.pcapng"))
+        assert (e.value.frame, e.value.offset) == (1, 0)
+
+
+def test_pcapng_timestamps_beyond_64_bit_nanoseconds_are_clamped(tmp_path):
+    from dissector.capture.packet import TS_MAX, TS_MIN
+
+    content = b"".join(
+        [
+            shb(),
+            idb(1, tsresol=0, tsoffset=-(1 << 62)),  # seconds, and a hostile offset
+            epb(0, 1 << 40, b"far future"),
+            epb(0, 0, b"far past"),
+            idb(1, tsresol=6),
+            epb(1, 5, b"fine"),
+        ]
+    )
+    path = write(tmp_path, content, "c.pcapng")
+    packets, warnings = read_all(path)
+    assert [p.ts for p in packets] == [TS_MIN, TS_MIN, 5000]
+    content = shb() + idb(1, tsresol=0) + epb(0, 1 << 40, b"x") + epb(0, 1 << 41, b"y")
+    packets, warnings = read_all(write(tmp_path, content, "d.pcapng"))
+    assert [p.ts for p in packets] == [TS_MAX, TS_MAX]
+    offset = len(shb() + idb(1, tsresol=0))
+    assert warnings == [
+        f"{tmp_path / 'd.pcapng'}: frame 1, offset {offset}: timestamp out of range "
+        "(before 1677 or after 2262), clamped"
+    ]
+
+
+def test_a_record_claiming_more_than_the_file_holds_costs_only_the_file(tmp_path):
+    import tracemalloc
+
+    claimed = 200 * 1024 * 1024  # below the 256 MiB limit: read as a cut capture
+    content = pcap_bytes([(1, 0, b"ok")]) + struct.pack("<IIII", 2, 0, claimed, claimed) + b"z" * 50
+    path = write(tmp_path, content)
+    tracemalloc.start()
+    try:
+        packets, warnings = read_all(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert [p.data for p in packets] == [b"ok"] and len(warnings) == 1
+    assert peak < 40 * 1024 * 1024
+
+
+def test_gzip_corruption_is_reported_at_the_first_frame_it_spoils(tmp_path, monkeypatch):
+    monkeypatch.setattr(reader_mod, "CHUNK", 4096)
+    recs = [(1, i, bytes([i % 256]) * 300) for i in range(400)]
+    z = bytearray(gzip.compress(pcap_bytes(recs), compresslevel=1))
+    z[-8] ^= 0xFF  # CRC32 of the member: every packet decompresses, the end fails
+    with open_capture(write(tmp_path, bytes(z), "c.pcap.gz")) as r:
+        packets = []
+        with pytest.raises(CaptureError, match="cannot read") as e:
+            for p in r:
+                packets.append(p)
+    assert len(packets) == 400
+    assert (e.value.frame, e.value.offset) == (401, 24 + 400 * 316)

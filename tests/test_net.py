@@ -3,6 +3,8 @@
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dissector.capture import Packet, open_capture
 from dissector.net.decode import NetDecoder, segments
@@ -225,7 +227,7 @@ def test_udp_and_icmp_are_not_segments():
 
 
 @pytest.mark.parametrize("frag", [0x2000, 0x0010, 0x2010, 0x0001])
-def test_ipv4_fragments_not_decoded_yet(frag):
+def test_ipv4_lone_fragments_wait_for_the_rest(frag):
     assert decode(ether(ipv4(tcp_header() + PAYLOAD, frag=frag))) is None
     assert decode(ipv4(tcp_header() + PAYLOAD, frag=frag), 101) is None
 
@@ -272,7 +274,7 @@ def test_ipv6_extension_headers():
 
 
 @pytest.mark.parametrize("offset, more", [(0, True), (100, False), (100, True)])
-def test_ipv6_fragments_not_decoded_yet(offset, more):
+def test_ipv6_lone_fragments_wait_for_the_rest(offset, more):
     frame = ipv6(tcp_header() + PAYLOAD, ext=[(44, frag_header(offset, more))])
     assert decode(frame, 229) is None
 
@@ -375,3 +377,349 @@ def test_segments_method_and_function_agree():
     packets.insert(2, pkt(b"junk", linktype=999, frame=99))
     assert list(NetDecoder().segments(packets)) == list(segments(packets))
     assert [s.frame for s in segments(packets)] == [1, 2, 3, 4, 5]
+
+
+# ---------------------------------------------------------------- unsupported link types
+
+
+def test_unsupported_link_types_counted_with_their_first_frame():
+    dec = NetDecoder()
+    for frame, linktype in [(1, 1), (2, 147), (3, 9), (4, 147), (5, 147), (6, 1)]:
+        dec.decode(pkt(ether(ipv4(tcp_header())) if linktype == 1 else b"x", linktype, frame))
+    assert dec.unsupported == {147: [3, 2], 9: [1, 3]}
+    assert dec.unsupported_linktypes == {147, 9} and dec.unsupported_packets == 4
+
+
+# ---------------------------------------------------------------- IP fragment reassembly
+
+
+def frag4(payload, offset, more, ident=7, proto=6, src=SRC4, dst=DST4):
+    """An IPv4 fragment carrying `payload` at byte `offset` of its datagram."""
+    assert offset % 8 == 0
+    flags = offset // 8 | (0x2000 if more else 0)
+    head = struct.pack(
+        "!BBHHHBBH4s4s", 0x45, 0, 20 + len(payload), ident, flags, 64, proto, 0, src, dst
+    )
+    return head + payload
+
+
+def split(datagram, size):
+    """(offset, more, bytes) pieces of `datagram`, `size` bytes each (a multiple of 8)."""
+    return [
+        (i, i + size < len(datagram), datagram[i : i + size]) for i in range(0, len(datagram), size)
+    ]
+
+
+def feed(dec, frames, linktype=1, first=1, ts_step=1000):
+    """Decode raw frames numbered from `first`; the (frame, Segment) pairs that came out."""
+    out = []
+    for i, data in enumerate(frames):
+        seg = dec.decode(pkt(data, linktype, frame=first + i, ts=(first + i) * ts_step))
+        if seg is not None:
+            out.append((first + i, seg))
+    return out
+
+
+BIG = bytes(range(256)) * 12 + b"end of the Kafka frame"
+MAC = "02:00:00:00:00:01"  # explicit, so that scapy looks up no neighbour
+
+
+@pytest.mark.parametrize("linktype", [1, 101])
+def test_ipv4_fragments_reassembled_in_the_frame_of_the_last(linktype):
+    datagram = tcp_header(seq=77) + BIG
+    frames = [frag4(d, o, m) for o, m, d in split(datagram, 512)]
+    if linktype == 1:
+        frames = [ether(f) for f in frames]
+    dec = NetDecoder()
+    ((frame, seg),) = feed(dec, frames, linktype, first=10)
+    assert frame == 10 + len(frames) - 1 == seg.frame
+    assert seg.ts == seg.frame * 1000
+    assert (seg.src, seg.dst, seg.sport, seg.dport, seg.seq) == (
+        "192.168.1.10",
+        "10.0.0.1",
+        40000,
+        9092,
+        77,
+    )
+    assert seg.payload == BIG and seg.missing == 0
+    assert (dec.fragments.reassembled, dec.fragments.pending, dec.fragments.dropped) == (1, 0, 0)
+
+
+def test_ipv4_fragments_out_of_order_and_duplicated():
+    datagram = tcp_header() + BIG
+    pieces = split(datagram, 256)
+    order = [pieces[-1], pieces[3], pieces[0], pieces[3], *pieces[1:3], *pieces[4:-1]]
+    frames = [ether(frag4(d, o, m)) for o, m, d in order]
+    ((frame, seg),) = feed(NetDecoder(), frames)
+    assert frame == len(frames) and seg.payload == BIG
+
+
+def test_ipv4_fragment_overlaps_first_wins():
+    head = tcp_header()
+    a = head + b"A" * 20  # bytes 0..40
+    b = b"B" * 24  # bytes 32..56: its first 8 overlap the end of a
+    c = b"C" * 8  # bytes 56..64, the last
+    out = feed(NetDecoder(), [ether(frag4(a, 0, True)), ether(frag4(b, 32, True))])
+    assert out == []
+    dec = NetDecoder()
+    ((_, seg),) = feed(
+        dec, [ether(frag4(x, o, m)) for x, o, m in [(a, 0, 1), (b, 32, 1), (c, 56, 0)]]
+    )
+    assert seg.payload == b"A" * 20 + b"B" * 16 + b"C" * 8
+    dec = NetDecoder()
+    ((_, seg),) = feed(
+        dec, [ether(frag4(x, o, m)) for x, o, m in [(b, 32, 1), (a, 0, 1), (c, 56, 0)]]
+    )
+    assert seg.payload == b"A" * 12 + b"B" * 24 + b"C" * 8
+
+
+def test_ipv4_fragments_of_different_datagrams_kept_apart():
+    one, two = tcp_header(seq=1) + b"1" * 40, tcp_header(seq=2) + b"2" * 40
+    frames = []
+    for (o1, m1, d1), (o2, m2, d2) in zip(split(one, 16), split(two, 16), strict=True):
+        frames += [ether(frag4(d1, o1, m1, ident=1)), ether(frag4(d2, o2, m2, ident=2))]
+    # Same id, other source: a third datagram, never completed.
+    frames.insert(1, ether(frag4(one[:16], 0, True, ident=1, src=bytes([9, 9, 9, 9]))))
+    dec = NetDecoder()
+    out = feed(dec, frames)
+    assert [(s.seq, s.payload) for _, s in out] == [(1, b"1" * 40), (2, b"2" * 40)]
+    assert dec.fragments.pending == 1
+
+
+def test_ipv4_fragment_cut_by_the_snap_length():
+    datagram = tcp_header() + BIG
+    pieces = split(datagram, 1024)
+    frames = [ether(frag4(d, o, m)) for o, m, d in pieces]
+    frames[1] = frames[1][:-100]  # the second fragment lost its last 100 bytes
+    ((_, seg),) = feed(NetDecoder(), frames)
+    assert seg.payload == BIG[: 2048 - 20 - 100]
+    assert len(seg.payload) + seg.missing == len(BIG)
+
+
+def test_ipv4_fragments_of_udp_are_not_held():
+    dec = NetDecoder()
+    assert feed(dec, [ether(frag4(b"u" * 64, 0, True, proto=17))]) == []
+    assert dec.fragments.pending == 0
+
+
+def test_ipv4_fragment_beyond_65535_bytes_is_dropped():
+    dec = NetDecoder()
+    frames = [
+        ether(frag4(tcp_header() + b"x" * 20, 0, True)),
+        ether(frag4(b"y" * 40, 65496, False)),
+    ]
+    assert feed(dec, frames) == []
+    assert (dec.fragments.pending, dec.fragments.dropped) == (0, 1)
+
+
+def test_ipv4_conflicting_last_fragments_drop_the_datagram():
+    dec = NetDecoder()
+    frames = [
+        ether(frag4(b"z" * 16, 40, False)),  # the datagram is 56 bytes
+        ether(frag4(b"z" * 16, 64, True)),  # bytes beyond its end
+        ether(frag4(tcp_header() + b"z" * 20, 0, True)),
+    ]
+    assert feed(dec, frames) == []
+    assert dec.fragments.dropped == 1 and dec.fragments.pending == 1
+
+
+def test_fragments_expire_by_packet_count_and_by_time():
+    from dissector.net import fragments
+
+    datagram = tcp_header() + b"q" * 60
+    (o1, m1, d1), (o2, m2, d2) = split(datagram, 48)
+    first, last = ether(frag4(d1, o1, m1)), ether(frag4(d2, o2, m2))
+    dec = NetDecoder()
+    dec.decode(pkt(first, frame=1, ts=0))
+    late = fragments.MAX_AGE_FRAMES + 1
+    assert dec.decode(pkt(last, frame=late, ts=1)) is None
+    assert dec.fragments.dropped == 1
+    dec = NetDecoder()
+    dec.decode(pkt(first, frame=1, ts=0))
+    assert dec.decode(pkt(last, frame=2, ts=fragments.MAX_AGE_NS)) is None
+    assert dec.fragments.dropped == 1
+    dec = NetDecoder()
+    dec.decode(pkt(first, frame=1, ts=0))
+    assert dec.decode(pkt(last, frame=2, ts=fragments.MAX_AGE_NS - 1)).payload == b"q" * 60
+
+
+def test_pending_fragments_are_bounded():
+    from dissector.net import fragments
+
+    dec = NetDecoder()
+    n = fragments.MAX_PENDING + 50
+    for ident in range(n):
+        dec.decode(pkt(ether(frag4(tcp_header() + b"h" * 1204, 0, True, ident=ident))))
+    assert dec.fragments.pending <= fragments.MAX_PENDING
+    assert dec.fragments.dropped == n - dec.fragments.pending
+    assert dec.fragments._bytes <= fragments.MAX_PENDING_BYTES
+    # The oldest went first: the newest can still be completed.
+    seg = dec.decode(pkt(ether(frag4(b"t" * 8, 1224, False, ident=n - 1))))
+    assert seg.payload == b"h" * 1204 + b"t" * 8
+
+
+def test_many_tiny_overlapping_fragments_stay_cheap():
+    from dissector.net import fragments
+
+    dec = NetDecoder()
+    for i in range(fragments.MAX_PIECES + 10):  # every other 8-byte slot: no merging possible
+        dec.decode(pkt(ether(frag4(b"s" * 8, 16 * i + 8, True))))
+    assert dec.fragments.dropped == 1
+
+
+def test_scapy_fragmented_ipv4_and_ipv6():
+    from scapy.layers.inet import IP, TCP, fragment
+    from scapy.layers.inet6 import IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrFragment, fragment6
+    from scapy.layers.l2 import Ether
+
+    tcp = TCP(sport=40000, dport=9092, seq=5, ack=6, flags="PA")
+    v4 = fragment(IP(src="10.1.1.1", dst="10.2.2.2", id=4242) / tcp / BIG, fragsize=600)
+    v6 = fragment6(
+        IPv6(src="2001:db8::1", dst="2001:db8::2")
+        / IPv6ExtHdrDestOpt()
+        / IPv6ExtHdrFragment(id=99)
+        / tcp
+        / BIG,
+        700,
+    )
+    assert len(v4) > 3 and len(v6) > 3
+    for frames, src in [(v4, "10.1.1.1"), (v6, "2001:db8::1")]:
+        out = feed(NetDecoder(), [bytes(Ether(dst=MAC, src=MAC) / f) for f in frames])
+        ((frame, seg),) = out
+        assert frame == len(frames) and seg.src == src and seg.seq == 5 and seg.payload == BIG
+
+
+def test_ipv6_fragment_then_extension_headers_and_non_tcp():
+    tail = bytes([6, 0]) + b"\x01\x04" + b"\0" * 4  # destination options, then TCP
+    datagram = tail + tcp_header(seq=9) + BIG
+    frames = [
+        ipv6(d, nxt=60, ext=[(44, frag_header(o // 8, m))]) for o, m, d in split(datagram, 800)
+    ]
+    ((_, seg),) = feed(NetDecoder(), frames, linktype=229)
+    assert seg.seq == 9 and seg.payload == BIG
+    udp = [ipv6(d, nxt=17, ext=[(44, frag_header(o // 8, m))]) for o, m, d in split(BIG, 800)]
+    dec = NetDecoder()
+    assert feed(dec, udp, linktype=229) == [] and dec.fragments.pending == 0
+
+
+# ---------------------------------------------------------------- fragments through the core
+
+
+def fragmented_conversation(fragsize=512, ipv6_too=False):
+    """Packets of one Kafka exchange whose request and response travel in IP fragments.
+
+    Returns (packets, frame of the request's last fragment, frame of the response's last).
+    """
+    from kafka_encoder import encode_request, encode_response
+    from scapy.layers.inet import IP, TCP, fragment
+    from scapy.layers.l2 import Ether
+    from synth import frame_bytes
+
+    topics = [f"topic-{i:03d}" for i in range(200)]
+    request = frame_bytes(
+        encode_request(
+            3,
+            9,
+            41,
+            "frag-client",
+            {"Topics": [{"Name": t} for t in topics], "AllowAutoTopicCreation": False},
+        )
+    )
+    response = frame_bytes(
+        encode_response(
+            3,
+            9,
+            41,
+            {
+                "Brokers": [{"NodeId": 1, "Host": "broker", "Port": 9092}],
+                "ClusterId": "c1",
+                "ControllerId": 1,
+                "Topics": [{"ErrorCode": 0, "Name": t, "Partitions": []} for t in topics],
+            },
+        )
+    )
+    assert len(request) > 3 * fragsize and len(response) > 3 * fragsize
+    client, broker = ("10.0.0.2", 40000), ("10.0.0.1", 9092)
+    seq = {"c": 1000, "b": 5000}
+    packets = []
+
+    def send(side, flags, payload=b"", ident=0):
+        src, dst = (client, broker) if side == "c" else (broker, client)
+        other = "b" if side == "c" else "c"
+        tcp = TCP(sport=src[1], dport=dst[1], seq=seq[side], ack=seq[other], flags=flags)
+        ip = IP(src=src[0], dst=dst[0], id=ident, flags=0 if payload else "DF") / tcp / payload
+        for f in fragment(ip, fragsize) if payload else [ip]:
+            data = bytes(Ether(dst=MAC, src=MAC) / f)
+            n = len(packets) + 1
+            packets.append(Packet(n, 1_700_000_000_000_000_000 + n * 1_000_000, 1, data, len(data)))
+        seq[side] += len(payload) + (1 if "S" in flags or "F" in flags else 0)
+        return len(packets)
+
+    send("c", "S")
+    send("b", "SA")
+    send("c", "A")
+    req_frame = send("c", "PA", request, ident=1)
+    resp_frame = send("b", "PA", response, ident=2)
+    send("c", "FA")
+    send("b", "FA")
+    return packets, req_frame, resp_frame
+
+
+def test_dissector_decodes_an_exchange_carried_in_fragments():
+    from dissector import Dissector
+
+    packets, req_frame, resp_frame = fragmented_conversation()
+    d = Dissector()
+    out = []
+    for p in packets:
+        out += d.feed(p)
+    out += d.finish()
+    (e,) = out
+    assert (e.api_name, e.api_version, e.correlation_id, e.client_id) == (
+        "Metadata",
+        9,
+        41,
+        "frag-client",
+    )
+    assert (e.request_frame, e.response_frame) == (req_frame, resp_frame)
+    assert e.status == "ok" and len(e.topics) == 200
+    assert e.request_end == packets[req_frame - 1].ts
+    assert d.net.fragments.reassembled == 2
+
+
+def test_read_pcap_of_a_fragmented_capture(tmp_path):
+    from scapy.utils import wrpcap
+
+    import dissector
+
+    packets, req_frame, resp_frame = fragmented_conversation(fragsize=304)
+    path = tmp_path / "fragments.pcap"
+    wrpcap(str(path), [p.data for p in packets])
+    pairs = dissector.read_pcap(path)
+    assert pairs[["api_name", "request_frame", "response_frame", "status"]].values.tolist() == [
+        ["Metadata", req_frame, resp_frame, "ok"]
+    ]
+
+
+@settings(max_examples=100, deadline=None, derandomize=True, database=None)
+@given(
+    st.integers(8, 3000),
+    st.integers(1, 64).map(lambda n: n * 8),
+    st.randoms(use_true_random=False),
+)
+def test_fragments_in_any_order_with_overlaps_give_the_datagram(size, piece, rng):
+    """Pieces of one datagram, shuffled, some sent twice and some re-cut across others."""
+    datagram = tcp_header() + rng.randbytes(size)
+    pieces = split(datagram, piece)
+    extra = []
+    for _ in range(rng.randint(0, 4)):  # overlapping re-sends of the same bytes
+        start = rng.randrange(0, len(datagram), 8)
+        end = min(len(datagram), start + rng.randint(1, 400))
+        extra.append((start, end < len(datagram), datagram[start:end]))
+    order = pieces + extra
+    rng.shuffle(order)
+    dec = NetDecoder()
+    out = feed(dec, [ether(frag4(d, o, m)) for o, m, d in order])
+    assert out, "never completed"
+    _frame, seg = out[0]
+    assert seg.payload == datagram[20:] and seg.missing == 0

@@ -7,7 +7,7 @@ its own link type and timestamp resolution. Blocks of other types are skipped.
 import struct
 from collections.abc import Iterator
 
-from dissector.capture.packet import Packet
+from dissector.capture.packet import TS_MAX, TS_MIN, Packet
 from dissector.errors import CaptureError
 
 SHB_MAGIC = b"\x0a\x0d\x0d\x0a"
@@ -76,6 +76,7 @@ def iter_pcapng(src, buf: bytes) -> Iterator[Packet]:
         raise CaptureError(path, "not a pcapng file (no section header)", frame=1, offset=0)
     new = tuple.__new__
     refill = src.refill
+    first_of_linktype = src.first_of_linktype
     pos = 0
     base = 0  # file offset of buf[0]
     n = len(buf)
@@ -98,8 +99,11 @@ def iter_pcapng(src, buf: bytes) -> Iterator[Packet]:
             pos = 0
             n = len(buf)
             if n < 12:
-                if n:
-                    src.truncated(frame + 1, base)
+                if n and not base:
+                    raise CaptureError(
+                        path, "file ends inside the section header block", frame + 1, 0
+                    )
+                src.end(frame + 1, base, "block header" if n else "")
                 return
         if n - pos >= 28:
             btype, blen, iface, hi, lo, caplen, wirelen = unpack_epb_full(buf, pos)
@@ -115,9 +119,13 @@ def iter_pcapng(src, buf: bytes) -> Iterator[Packet]:
                 ts = (hi << 32 | lo) * last_mul
                 if last_div != 1:
                     ts //= last_div
+                ts += last_off
                 frame += 1
+                src.offset = base + pos
+                if ts > TS_MAX or ts < TS_MIN:
+                    ts = src.clamp_ts(ts, frame, base + pos)
                 data = buf[pos + 28 : pos + 28 + caplen]
-                yield new(Packet, (frame, ts + last_off, last_linktype, data, wirelen))
+                yield new(Packet, (frame, ts, last_linktype, data, wirelen))
                 pos = end
                 continue
         btype, blen = unpack_block(buf, pos)
@@ -151,7 +159,11 @@ def iter_pcapng(src, buf: bytes) -> Iterator[Packet]:
             n = len(buf)
             end = blen
             if end > n:
-                src.truncated(frame + 1, base)
+                if not base:
+                    raise CaptureError(
+                        path, "file ends inside the section header block", frame + 1, 0
+                    )
+                src.end(frame + 1, base, "block")
                 return
         if unpack_u32(buf, end - 4)[0] != blen:
             raise CaptureError(
@@ -177,13 +189,14 @@ def iter_pcapng(src, buf: bytes) -> Iterator[Packet]:
                     path, f"packet block refers to unknown interface {iface}", frame + 1, base + pos
                 ) from None
             last, last_linktype, last_mul, last_div, last_off = iface, linktype, mul, div, off
-            ts = (hi << 32 | lo) * mul
-            if div != 1:
-                ts //= div
+            ts = (hi << 32 | lo) * mul // div + off
             frame += 1
-            yield new(
-                Packet, (frame, ts + off, linktype, buf[pos + 28 : pos + 28 + caplen], wirelen)
-            )
+            src.offset = base + pos
+            if linktype not in first_of_linktype:
+                first_of_linktype[linktype] = (frame, base + pos)
+            if ts > TS_MAX or ts < TS_MIN:
+                ts = src.clamp_ts(ts, frame, base + pos)
+            yield new(Packet, (frame, ts, linktype, buf[pos + 28 : pos + 28 + caplen], wirelen))
         elif btype == IDB:
             ifaces.append(_interface(buf, bo, pos, end))
         elif btype == SPB:
@@ -197,6 +210,9 @@ def iter_pcapng(src, buf: bytes) -> Iterator[Packet]:
             if snaplen:
                 caplen = min(caplen, snaplen)
             frame += 1
+            src.offset = base + pos
+            if linktype not in first_of_linktype:
+                first_of_linktype[linktype] = (frame, base + pos)
             # SPBs carry no timestamp.
             yield new(Packet, (frame, 0, linktype, buf[pos + 12 : pos + 12 + caplen], wirelen))
         elif btype == PB:
@@ -216,6 +232,11 @@ def iter_pcapng(src, buf: bytes) -> Iterator[Packet]:
                 ) from None
             frame += 1
             ts = (hi << 32 | lo) * mul // div + off
+            src.offset = base + pos
+            if linktype not in first_of_linktype:
+                first_of_linktype[linktype] = (frame, base + pos)
+            if ts > TS_MAX or ts < TS_MIN:
+                ts = src.clamp_ts(ts, frame, base + pos)
             yield new(Packet, (frame, ts, linktype, buf[pos + 28 : pos + 28 + caplen], wirelen))
         elif btype == SHB:
             major, _minor = _SHB_VER[bo].unpack_from(buf, pos + 12)

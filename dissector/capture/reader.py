@@ -31,6 +31,7 @@ class Source:
         self.warnings = warnings
         self.eof = False
         self.cut_short = False  # a compressed stream without its end marker
+        self._failure: Exception | None = None  # a read error not reported yet
         self.offset = 0
         self.first_of_linktype: dict[int, tuple[int, int]] = {}
         self._clamped = False
@@ -52,12 +53,19 @@ class Source:
                 self.cut_short = True
                 break
             except (OSError, zlib.error) as e:
-                raise CaptureError(self.path, f"cannot read: {e}", frame, offset) from e
+                # Corrupt compressed data: the bytes before it are good, so the error is raised
+                # once they are used up, naming the first frame that cannot be read.
+                self.eof = True
+                self._failure = e
+                break
             if not chunk:
                 self.eof = True
                 break
             parts.append(chunk)
             have += len(chunk)
+        if self._failure is not None and have < need:
+            e = self._failure
+            raise CaptureError(self.path, f"cannot read: {e}", frame, offset) from e
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def end(self, frame: int, offset: int, partial: str = "") -> None:
@@ -67,8 +75,8 @@ class Source:
         before the cut were all delivered.
         """
         if partial:
-            how = "compressed stream" if self.cut_short else "file"
-            reason = f"{how} ends inside a {partial}"
+            how = "compressed stream ends early" if self.cut_short else "file ends"
+            reason = f"{how} inside a {partial}"
         elif self.cut_short:
             reason = "compressed stream ends early, without its end marker"
         else:
@@ -127,7 +135,7 @@ class PacketReader:
             self.compressed = True
         src = self._src = Source(self.path, self._stream, self.warnings)
         if self.compressed:
-            head = src.refill(b"", 0, CHUNK, 1, 0)
+            head = src.refill(b"", 0, pcap.FILE_HEADER_LEN, 1, 0)
             if not head:
                 raise CaptureError(self.path, "empty compressed file", frame=1, offset=0)
         magic = bytes(head[:4])

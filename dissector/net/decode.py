@@ -6,11 +6,14 @@ from collections.abc import Iterable, Iterator
 
 from dissector.capture.packet import Packet
 from dissector.net import link
-from dissector.net.ip import PROTO_TCP, ipv4, ipv6
+from dissector.net.fragments import Reassembler
+from dissector.net.ip import AH, DSTOPTS, PROTO_TCP, ROUTING, fragment6, ipv4, ipv6, skip_extensions
 from dissector.net.segment import Segment
 from dissector.net.tcp import tcp
 
 _ADDR_CACHE_MAX = 1 << 16
+# What the first header of a fragmented IPv6 payload may be on the way to TCP.
+_V6_CARRIERS = frozenset((PROTO_TCP, DSTOPTS, ROUTING, AH))
 _new = tuple.__new__
 
 # The common case, IPv4 without options carrying TCP, read with one unpack: version/IHL,
@@ -25,14 +28,21 @@ _ETH_V4_TCP = struct.Struct("!12xHBxHxxHxB2x8sHHIIBB")
 class NetDecoder:
     """Decodes link, IP and TCP headers of one capture's packets into Segments.
 
-    A class rather than a function so that per-capture state (IP fragment reassembly, counters)
-    has a home. Frames of link types it cannot decode are counted in `unsupported_linktypes`
-    and `unsupported_packets`, for the caller to warn about.
+    A class rather than a function so that per-capture state has a home:
+
+    - IPv4 and IPv6 fragments of TCP are reassembled (see `fragments`); the segment of a
+      reassembled datagram has the frame number and timestamp of the fragment that completed
+      it, as Wireshark reports reassembled datagrams. `fragments` holds the counters.
+    - Frames of link types it cannot decode are counted, for the caller to warn about:
+      `unsupported` maps each such link type to [packets, frame number of the first],
+      `unsupported_linktypes` is the set of them and `unsupported_packets` their total.
     """
 
     def __init__(self) -> None:
+        self.unsupported: dict[int, list[int]] = {}
         self.unsupported_linktypes: set[int] = set()
         self.unsupported_packets = 0
+        self.fragments = Reassembler()
         self._handlers = dict(link.HANDLERS)
         self._addrs: dict[bytes, str] = {}
         self._pairs: dict[bytes, tuple[str, str]] = {}
@@ -66,6 +76,8 @@ class NetDecoder:
             # Total lengths below 40 (0 under segmentation offload) take the general path.
             if etype == 0x0800 and vihl == 0x45 and total >= 40:
                 if proto != PROTO_TCP or frag & 0x3FFF:
+                    if proto == PROTO_TCP:
+                        return self._ipv4_fragment(frame, ts, data, 14)
                     return None
                 off = 34 + (doff >> 4) * 4
                 end = 14 + total
@@ -83,10 +95,10 @@ class NetDecoder:
 
         handler = self._handlers.get(linktype)
         if handler is None:
-            self.unsupported_linktypes.add(linktype)
-            self.unsupported_packets += 1
+            self._unsupported(linktype, frame)
             return None
         version, off = handler(data)
+        ip_off = off
         if version == link.IPV4:
             if n >= off + 34 and data[off] == 0x45:
                 vihl, total, frag, proto, src, dst, sport, dport, seq, ack, doff, flags = (
@@ -94,6 +106,8 @@ class NetDecoder:
                 )
                 if total >= 40:
                     if proto != PROTO_TCP or frag & 0x3FFF:
+                        if proto == PROTO_TCP:
+                            return self._ipv4_fragment(frame, ts, data, off)
                         return None
                     end = off + total
                     off += 20 + (doff >> 4) * 4
@@ -120,7 +134,11 @@ class NetDecoder:
         if ip is None:
             return None
         proto, src, dst, off, end, fragment = ip
-        if proto != PROTO_TCP or fragment:
+        if fragment:
+            if version == link.IPV4:
+                return self._ipv4_fragment(frame, ts, data, ip_off) if proto == PROTO_TCP else None
+            return self._ipv6_fragment(frame, ts, data, fragment, end, src, dst)
+        if proto != PROTO_TCP:
             return None
         th = tcp(data, off, end)
         if th is None:
@@ -140,6 +158,66 @@ class NetDecoder:
         dst = addrs.get(dst) or self._addr(dst)
         payload = data[off:end]
         fields = (frame, ts, src, sport, dst, dport, seq, ack, flags, payload, missing)
+        return _new(Segment, fields)
+
+    def _unsupported(self, linktype: int, frame: int) -> None:
+        self.unsupported_packets += 1
+        seen = self.unsupported.get(linktype)
+        if seen is None:
+            self.unsupported[linktype] = [1, frame]
+            self.unsupported_linktypes.add(linktype)
+        else:
+            seen[0] += 1
+
+    def _ipv4_fragment(self, frame: int, ts: int, data: bytes, off: int) -> Segment | None:
+        """Add the IPv4 fragment of a TCP segment, header at `off`; the segment once whole."""
+        ip = ipv4(data, off)
+        if ip is None:
+            return None
+        proto, src, dst, start, end, frag = ip
+        ident = data[off + 4] << 8 | data[off + 5]
+        done = self.fragments.add(
+            (src, dst, ident, proto),
+            (frag & 0x1FFF) * 8,
+            bool(frag & 0x2000),
+            data[start:end],
+            end - start,
+            frame,
+            ts,
+        )
+        if done is None:
+            return None
+        return self._whole(frame, ts, src, dst, *done, 0)
+
+    def _ipv6_fragment(
+        self, frame: int, ts: int, data: bytes, fh: int, end: int, src: bytes, dst: bytes
+    ) -> Segment | None:
+        """Add the IPv6 fragment whose fragment header is at `fh`; the TCP segment once whole."""
+        nxt, offset, more, ident = fragment6(data, fh)
+        if nxt not in _V6_CARRIERS:
+            return None
+        start = fh + 8
+        done = self.fragments.add(
+            (src, dst, ident, nxt), offset, more, data[start:end], end - start, frame, ts
+        )
+        if done is None:
+            return None
+        payload, missing = done
+        found = skip_extensions(nxt, payload, 0, len(payload) + missing)
+        if found is None or found[0] != PROTO_TCP:
+            return None
+        return self._whole(frame, ts, src, dst, payload, missing, found[1])
+
+    def _whole(self, frame, ts, src, dst, payload, missing, off):
+        """The segment of a reassembled datagram: TCP header at `off` of `payload`."""
+        th = tcp(payload, off, len(payload) + missing)
+        if th is None:
+            return None
+        sport, dport, seq, ack, flags, off = th
+        addrs = self._addrs
+        src = addrs.get(src) or self._addr(src)
+        dst = addrs.get(dst) or self._addr(dst)
+        fields = (frame, ts, src, sport, dst, dport, seq, ack, flags, payload[off:], missing)
         return _new(Segment, fields)
 
     def segments(self, packets: Iterable[Packet]) -> Iterator[Segment]:
