@@ -91,9 +91,12 @@ def collect(dissection, debug):
     except Exception as e:  # a bug: say where, without a traceback unless asked
         if debug:
             traceback.print_exc()
+        where = f"frame {dissection.frame}"
+        if dissection.offset is not None:
+            where += f", offset {dissection.offset}"
+        detail = " ".join(str(e).split())  # one line, whatever the exception says
         raise DissectorError(
-            f"{dissection.path}: internal error at frame {dissection.frame}: "
-            f"{type(e).__name__}: {e}"
+            f"{dissection.path}: {where}: internal error: {type(e).__name__}: {detail}"
         ) from e
     for w in caught:
         print(f"kafka-dissect: warning: {w.message}", file=sys.stderr)

@@ -4,6 +4,7 @@ import sys
 import warnings
 
 from .capture import open_capture
+from .errors import CaptureError
 from .flow import Dissector
 from .options import Options
 
@@ -14,7 +15,10 @@ class Dissection:
     """An iterable of the exchanges in one capture file, in the order they complete.
 
     After iteration: `dissector` holds the counters, `warnings` what the reader noticed,
-    `frame` the last frame read.
+    `frame` the last frame read and `offset` the byte offset of its record or block.
+
+    A capture none of whose packets has a link type the dissector reads is a CaptureError
+    naming the first of them; one where only some have such link types, a warning.
     """
 
     def __init__(self, path, options, progress=None):
@@ -23,10 +27,16 @@ class Dissection:
         self.progress = progress
         self.warnings = []
         self.frame = 0
+        self._reader = None
+
+    @property
+    def offset(self):
+        return self._reader.last_offset if self._reader is not None and self.frame else None
 
     def __iter__(self):
         d = self.dissector
         with open_capture(self.path) as reader:
+            self._reader = reader
             bar = _progress_bar(self.path, reader.total_bytes, self.progress)
             done = 0
             for packet in reader:
@@ -40,11 +50,29 @@ class Dissection:
                 bar.update(reader.total_bytes - done)
                 bar.close()
             self.warnings = list(reader.warnings)
-        if d.net.unsupported_linktypes:
-            kinds = ", ".join(map(str, sorted(d.net.unsupported_linktypes)))
-            self.warnings.append(f"{self.path}: packets of unsupported link types skipped: {kinds}")
+        if d.net.unsupported_packets:
+            self._unsupported_linktypes(reader)
         for message in self.warnings:
             warnings.warn(message, stacklevel=2)
+
+    def _unsupported_linktypes(self, reader):
+        """An error if no packet had a link type the dissector reads, else a warning."""
+        d = self.dissector
+        seen = d.net.unsupported  # link type -> [packets, first frame]
+        kinds = ", ".join(
+            f"{lt} ({n} packet{'s' if n != 1 else ''})" for lt, (n, _) in sorted(seen.items())
+        )
+        first = min(seen, key=lambda lt: seen[lt][1])
+        frame, offset = reader.first_of_linktype.get(first, (seen[first][1], None))
+        skipped = d.net.unsupported_packets
+        if skipped == d.packets:
+            raise CaptureError(
+                self.path, f"no packet has a link type the dissector reads: {kinds}", frame, offset
+            )
+        self.warnings.append(
+            f"{self.path}: frame {frame}, offset {offset}: {skipped} of {d.packets} packets "
+            f"skipped, of link types the dissector does not read: {kinds}"
+        )
 
 
 def _progress_bar(path, total, wanted):

@@ -363,11 +363,6 @@ def test_pcapng_timestamp_out_of_range_is_clamped_with_a_warning(tmp_path):
 
 # ---------------------------------------------------------------- link types
 
-PATCH_REASON = (
-    "needs source.py to report unsupported link types per type with counts, frame and offset "
-    "(NetDecoder.unsupported, PacketReader.first_of_linktype)"
-)
-
 
 def sample_with_linktype(tmp_path, linktype):
     content = bytearray(SAMPLE.read_bytes())
@@ -413,7 +408,6 @@ def test_some_packets_of_an_unsupported_link_type(tmp_path):
     assert pairs[cols].values.tolist() == dissector.read_pcap(SAMPLE)[cols].values.tolist()
 
 
-@pytest.mark.xfail(strict=True, reason=PATCH_REASON)
 def test_some_packets_of_an_unsupported_link_type_counted(tmp_path):
     path, total, (frame, offset) = mixed_linktypes(tmp_path)
     res = run(path)
@@ -423,7 +417,6 @@ def test_some_packets_of_an_unsupported_link_type_counted(tmp_path):
     )
 
 
-@pytest.mark.xfail(strict=True, reason=PATCH_REASON)
 def test_no_packet_of_a_supported_link_type(tmp_path):
     path = sample_with_linktype(tmp_path, 147)
     n = len(sample_packets())

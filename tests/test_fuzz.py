@@ -331,12 +331,6 @@ def test_exchange_after_a_hostile_frame_on_the_same_connection_is_paired():
     assert [(e.correlation_id, e.status) for e in out if e.stream == 1] == [(11, "ok"), (12, "ok")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=KeyError,
-    reason="TcpTracker._end deletes the key of each direction, one key when both ends are the "
-    "same address and port (tcp/tracker.py)",
-)
 @pytest.mark.parametrize("flags", [[SYN], [SYN, RST], [PSH | ACK]])
 def test_a_packet_from_an_address_and_port_to_themselves(flags):
     cap = hostile_capture(b"\xff\xff\xff\xff", after=0)
@@ -351,11 +345,6 @@ def test_a_packet_from_an_address_and_port_to_themselves(flags):
     assert {e.correlation_id for e in out} >= {1, 11, 21}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tables/records.py converts record timestamps with pd.to_datetime(unit='ms'), which "
-    "raises OutOfBoundsDatetime for a timestamp past 2262 (any int64 is legal on the wire)",
-)
 def test_record_timestamps_beyond_the_datetime_range(tmp_path):
     from kafka.record.default_records import DefaultRecordBatchBuilder
 

@@ -120,7 +120,10 @@ def exchange_records(e):
 def records_frame(exchanges):
     rows = [row for e in sorted(exchanges, key=order) for row in exchange_records(e)]
     df = pd.DataFrame.from_records(rows, columns=list(COLUMNS))
-    df["timestamp"] = pd.to_datetime(df["timestamp"].astype("Int64"), unit="ms", utc=True)
+    # Any int64 is a legal timestamp on the wire; those pandas cannot hold become NaT.
+    df["timestamp"] = pd.to_datetime(
+        df["timestamp"].astype("Int64"), unit="ms", utc=True, errors="coerce"
+    )
     for name in (
         "stream",
         "api_version",

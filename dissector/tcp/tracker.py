@@ -137,7 +137,8 @@ class TcpTracker:
         k0 = (a, pa, b, pb)
         k1 = (b, pb, a, pa)
         del self._halves[k0]
-        del self._halves[k1]
+        # k1 is k0 when both ends are one address and port (a socket connected to itself).
+        self._halves.pop(k1, None)
         if reason != "reused":
             closed = self._closed
             closed[k0] = closed[k1] = conn.id
