@@ -1,11 +1,16 @@
-"""Writing tables to parquet, csv and jsonl, with nested values as JSON text."""
+"""Writing tables to parquet, csv and jsonl.
+
+Nested values (decoded bodies, lists) become JSON text in parquet and csv and JSON in jsonl;
+bytes become base64 text, except in parquet, which keeps the record keys and values binary.
+"""
 
 import base64
 import json
 from pathlib import Path
 
 FORMATS = (".parquet", ".csv", ".jsonl")
-NESTED = ("request", "response", "topics")
+NESTED = ("request", "response", "topics", "headers", "control")
+BINARY = ("key", "value")  # the records table's keys and values
 
 
 def jsonable(value):
@@ -29,6 +34,10 @@ def write_table(df, path):
     if suffix not in FORMATS:
         raise ValueError(f"{path}: output format must be one of {', '.join(FORMATS)}")
     out = df.copy()
+    if suffix != ".parquet":
+        for name in BINARY:
+            if name in out:
+                out[name] = out[name].map(jsonable)
     if suffix == ".jsonl":
         for name in NESTED:
             if name in out:
