@@ -173,8 +173,11 @@ def iter_pcapng(src, buf: bytes) -> Iterator[Packet]:
                 base + pos,
             )
 
-        if btype == EPB:
-            iface, hi, lo, caplen, wirelen = unpack_epb(buf, pos + 8)
+        if btype in (EPB, PB):  # PB: the obsolete form, with a drops count
+            if btype == EPB:
+                iface, hi, lo, caplen, wirelen = unpack_epb(buf, pos + 8)
+            else:
+                iface, _drops, hi, lo, caplen, wirelen = _PB[bo].unpack_from(buf, pos + 8)
             if caplen > blen - 32:
                 raise CaptureError(
                     path,
@@ -215,29 +218,6 @@ def iter_pcapng(src, buf: bytes) -> Iterator[Packet]:
                 first_of_linktype[linktype] = (frame, base + pos)
             # SPBs carry no timestamp.
             yield new(Packet, (frame, 0, linktype, buf[pos + 12 : pos + 12 + caplen], wirelen))
-        elif btype == PB:
-            iface, _drops, hi, lo, caplen, wirelen = _PB[bo].unpack_from(buf, pos + 8)
-            if caplen > blen - 32:
-                raise CaptureError(
-                    path,
-                    f"packet block claims {caplen} captured bytes in {blen}",
-                    frame + 1,
-                    base + pos,
-                )
-            try:
-                linktype, _snap, mul, div, off = ifaces[iface]
-            except IndexError:
-                raise CaptureError(
-                    path, f"packet block refers to unknown interface {iface}", frame + 1, base + pos
-                ) from None
-            frame += 1
-            ts = (hi << 32 | lo) * mul // div + off
-            src.offset = base + pos
-            if linktype not in first_of_linktype:
-                first_of_linktype[linktype] = (frame, base + pos)
-            if ts > TS_MAX or ts < TS_MIN:
-                ts = src.clamp_ts(ts, frame, base + pos)
-            yield new(Packet, (frame, ts, linktype, buf[pos + 28 : pos + 28 + caplen], wirelen))
         elif btype == SHB:
             major, _minor = _SHB_VER[bo].unpack_from(buf, pos + 12)
             if major != 1:
