@@ -8,6 +8,7 @@ import warnings
 from . import source
 from .errors import DissectorError
 from .options import DEFAULT_MAX_FRAME, RECORD_MODES, Options
+from .protocol.apikeys import FETCH, PRODUCE
 from .tables import TABLES, build_table
 from .tables.output import FORMATS, write_table
 from .tables.summary import summary_text, topic_volume, volume_text
@@ -125,7 +126,9 @@ def analyze(args):
             f"{d.kafka_connections} Kafka, {len(pairs)} exchanges"
         )
         print(summary_text(pairs, title))
-        volume = topic_volume(build_table(exchanges, "partitions"))
+        # Only Produce and Fetch carry volume: a Metadata response may list every partition.
+        data = [e for e in exchanges if e.api_key in (PRODUCE, FETCH) and e.protocol == "0.8+"]
+        volume = topic_volume(build_table(data, "partitions"))
         if not volume.empty:
             print(volume_text(volume))
         print()

@@ -25,11 +25,16 @@ class Dissector:
         self.conversations = {}  # connection id -> Conversation
         self.streams = []  # accounting rows of ended connections, two per connection
         self.packets = 0
-        self.segments = 0
-        self.connections = 0
-        self.kafka_connections = 0
-        self.malformed = 0
-        self.skipped_bytes = 0
+
+    @property
+    def connections(self):
+        """TCP connections that carried payload, ended or not."""
+        return len(self.streams) // 2 + len(self.conversations)
+
+    @property
+    def kafka_connections(self):
+        ended = sum(row["kafka"] for row in self.streams) // 2
+        return ended + sum(c.kafka for c in self.conversations.values())
 
     def feed(self, packet):
         self.packets += 1
@@ -38,7 +43,6 @@ class Dissector:
             return []
         if self.ports and seg.sport not in self.ports and seg.dport not in self.ports:
             return []
-        self.segments += 1
         return self._events(self.tcp.feed(seg))
 
     def finish(self):
@@ -55,23 +59,15 @@ class Dissector:
                 if conv is not None:
                     del self.conversations[conn.id]
                     out += conv.end()
-                    self._account(conv)
+                    self.streams += conv.streams()
                 continue
             if conn.ignored:
                 continue
             if conv is None:
                 conv = Conversation(conn, self.options, self.directory, self.records)
                 self.conversations[conn.id] = conv
-                self.connections += 1
             if kind is StreamData:
                 out += conv.data(ev.side, ev.data, ev.frame, ev.ts)
             elif kind is StreamGap:
                 out += conv.gap(ev.side, ev.size, ev.frame, ev.ts)
         return out
-
-    def _account(self, conv):
-        self.streams += conv.streams()
-        if conv.kafka:
-            self.kafka_connections += 1
-            self.malformed += conv.malformed
-            self.skipped_bytes += sum(f.bytes_skipped for f in conv.framers)

@@ -37,3 +37,13 @@ def test_every_api_key_from_0_to_92_with_its_known_ranges():
     old = schema.message(56, "request", 1)
     new = schema.message(56, "request", 2)
     assert old is not new and old["validVersions"] == [0, 1]
+
+
+def test_named_api_keys_match_the_schema():
+    from dissector.protocol import apikeys
+
+    names = schema.api_names()
+    for constant, key in vars(apikeys).items():
+        if constant.isupper() and isinstance(key, int):
+            expected = "".join(w.capitalize() for w in constant.split("_"))
+            assert names[key].lower() == expected.lower(), constant

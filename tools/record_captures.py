@@ -241,6 +241,29 @@ class Manifest:
         for api in apis:
             self.data["expected_api_keys"][str(API_KEYS[api])] = api
 
+    def consumer_group(
+        self, group: str, client_id: str, topics: list[str], assignment: list[str], committed
+    ) -> None:
+        """Record a consumer group's membership and commits, and the APIs a group uses."""
+        self.data["consumer_group"] = {
+            "group_id": group,
+            "client_id": client_id,
+            "topics": topics,
+            "assignment": assignment,
+            "committed": committed,
+            "left_group": None,  # filled in from the capture
+        }
+        self.expect(
+            "FindCoordinator",
+            "JoinGroup",
+            "SyncGroup",
+            "OffsetFetch",
+            "ListOffsets",
+            "Fetch",
+            "OffsetCommit",
+            "LeaveGroup",
+        )
+
     def skip(self, what: str, why: str) -> None:
         log.warning("skipped %s: %s", what, why)
         self.data["skipped"].append({"what": what, "why": why})
@@ -486,23 +509,12 @@ def scenario_kafka_python(broker: Tansu, m: Manifest) -> None:
         finally:
             consumer.close()
         check_consumed(m, expected, got)
-        m.data["consumer_group"] = {
-            "group_id": group,
-            "client_id": "kp-consumer",
-            "topics": [orders, events],
-            "assignment": [f"{tp.topic}/{tp.partition}" for tp in assignment],
-            "committed": committed,
-            "left_group": None,  # filled in from the capture
-        }
-        m.expect(
-            "FindCoordinator",
-            "JoinGroup",
-            "SyncGroup",
-            "OffsetFetch",
-            "ListOffsets",
-            "Fetch",
-            "OffsetCommit",
-            "LeaveGroup",
+        m.consumer_group(
+            group,
+            "kp-consumer",
+            [orders, events],
+            [f"{tp.topic}/{tp.partition}" for tp in assignment],
+            committed,
         )
 
         m.call("list_groups", ["ListGroups"], admin.list_groups, lambda r: [str(g) for g in r][:10])
@@ -678,23 +690,12 @@ def scenario_confluent(broker: Tansu, m: Manifest) -> None:
         finally:
             consumer.close()
         check_consumed(m, expected, got)
-        m.data["consumer_group"] = {
-            "group_id": group,
-            "client_id": "cf-consumer",
-            "topics": [orders, events],
-            "assignment": assignment,
-            "committed": dict(sorted(committed.items())),
-            "left_group": None,  # filled in from the capture
-        }
-        m.expect(
-            "FindCoordinator",
-            "JoinGroup",
-            "SyncGroup",
-            "OffsetFetch",
-            "ListOffsets",
-            "Fetch",
-            "OffsetCommit",
-            "LeaveGroup",
+        m.consumer_group(
+            group,
+            "cf-consumer",
+            [orders, events],
+            assignment,
+            dict(sorted(committed.items())),
         )
 
         m.call(
@@ -863,23 +864,12 @@ async def _aiokafka(broker: Tansu, m: Manifest) -> None:
         finally:
             await consumer.stop()
         check_consumed(m, expected, got)
-        m.data["consumer_group"] = {
-            "group_id": group,
-            "client_id": "aio-consumer",
-            "topics": [orders, events],
-            "assignment": [f"{tp.topic}/{tp.partition}" for tp in assignment],
-            "committed": committed,
-            "left_group": None,  # filled in from the capture
-        }
-        m.expect(
-            "FindCoordinator",
-            "JoinGroup",
-            "SyncGroup",
-            "OffsetFetch",
-            "ListOffsets",
-            "Fetch",
-            "OffsetCommit",
-            "LeaveGroup",
+        m.consumer_group(
+            group,
+            "aio-consumer",
+            [orders, events],
+            [f"{tp.topic}/{tp.partition}" for tp in assignment],
+            committed,
         )
 
         await acall(

@@ -11,10 +11,10 @@ from functools import cache
 
 from ..errors import DecodeError
 from . import schema
+from .apikeys import JOIN_GROUP, SYNC_GROUP
 from .codegen import Context, compile_decoder
 from .primitives import i16
 
-JOIN_GROUP, SYNC_GROUP = 11, 14
 SUBSCRIPTION = "ConsumerProtocolSubscription"
 ASSIGNMENT = "ConsumerProtocolAssignment"
 

@@ -6,11 +6,9 @@ from typing import NamedTuple
 
 from ..errors import DecodeError
 from . import schema
+from .apikeys import API_VERSIONS, CONTROLLED_SHUTDOWN
 from .codegen import Context, compile_decoder
 from .primitives import i16
-
-API_VERSIONS = 18
-CONTROLLED_SHUTDOWN = 7
 
 
 @cache
@@ -89,3 +87,24 @@ def decode_body(api_key, kind, version, buf, pos, ctx):
     if end != len(buf):
         body["_trailing_bytes"] = bytes(buf[end:])
     return body
+
+
+def decode_response(buf, api_key, version, ctx):
+    """The body of a response frame answering a request of this key and version."""
+    _, pos = decode_response_header(buf, api_key, version)
+    return decode_body(api_key, "response", version, buf, pos, ctx)
+
+
+def decodes_exactly(decode, *args):
+    """Whether decode(*args) succeeds and uses every byte: how a guess is confirmed."""
+    try:
+        body = decode(*args)
+    except DecodeError:
+        return False
+    return "_trailing_bytes" not in body
+
+
+def decode_request(buf, ctx):
+    """Header and body of a request frame."""
+    header = decode_request_header(buf)
+    return decode_body(header.api_key, "request", header.api_version, buf, header.end, ctx)

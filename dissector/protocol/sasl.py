@@ -8,10 +8,26 @@ decoder, so no table or file can hold them.
 
 import re
 
-SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+from .apikeys import (
+    ALTER_USER_SCRAM_CREDENTIALS,
+    CREATE_DELEGATION_TOKEN,
+    DESCRIBE_DELEGATION_TOKEN,
+    EXPIRE_DELEGATION_TOKEN,
+    RENEW_DELEGATION_TOKEN,
+    SASL_AUTHENTICATE,
+)
+
 # Fields of other APIs that hold secrets (delegation token HMACs, SCRAM credentials).
 SECRET_FIELDS = frozenset({"Hmac", "SaltedPassword"})
-SECRET_APIS = frozenset({38, 39, 40, 41, 51})  # delegation tokens, AlterUserScramCredentials
+SECRET_APIS = frozenset(
+    {
+        CREATE_DELEGATION_TOKEN,
+        RENEW_DELEGATION_TOKEN,
+        EXPIRE_DELEGATION_TOKEN,
+        DESCRIBE_DELEGATION_TOKEN,
+        ALTER_USER_SCRAM_CREDENTIALS,
+    }
+)
 
 
 def redacted(value):

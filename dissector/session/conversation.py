@@ -52,18 +52,17 @@ class Conversation:
     def kafka(self):
         return self.session is not None
 
-    @property
-    def malformed(self):
-        """Frames that did not decode, both directions."""
-        return sum(self.session.bad.frames) if self.session is not None else 0
-
     # -- bytes in ----------------------------------------------------------------------------
 
     def data(self, side, data, frame, ts):
         """In-order bytes of one side; return the exchanges they complete."""
         # Only a stream seen from its SYN starts with a frame; later bytes may be mid-frame.
-        first = self.conn.how == "syn" and side == self.conn.client_side
-        if not self.sniffed and first and len(data) >= 14:
+        if (
+            not self.sniffed
+            and self.conn.how == "syn"
+            and side == self.conn.client_side
+            and len(data) >= 14
+        ):
             # A connection that does not open with a request-shaped frame is not Kafka: drop it
             # before its framer buffers a "frame" of some other protocol.
             self.sniffed = True
@@ -137,7 +136,10 @@ class Conversation:
         if self.options.protocol != "0.7" and plausible_request(buf, pos, size):
             return True
         if self.options.protocol != "0.8+":
-            return legacy.plausible_request(bytes(buf[pos : pos + size]))
+            # A view, not a copy: a search may check many candidates in a large buffer. It is
+            # released before returning, so the framer may resize its buffer.
+            with memoryview(buf) as view:
+                return legacy.plausible_request(view[pos : pos + size])
         return False
 
     # -- frames ------------------------------------------------------------------------------

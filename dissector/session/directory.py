@@ -1,6 +1,7 @@
 """What one connection learns that others need: topic names by id, group protocol types."""
 
-METADATA, CREATE_TOPICS, JOIN_GROUP, SYNC_GROUP = 3, 19, 11, 14
+from ..protocol.apikeys import CREATE_TOPICS, JOIN_GROUP, METADATA
+
 NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"  # the all-zero uuid: "no id"
 
 

@@ -16,8 +16,7 @@ PROTOCOL = "0.7"
 def _topics(body):
     if not body:
         return []
-    parts = body.get("TopicPartitions") or [body]
-    return [p["Topic"] for p in parts if p.get("Topic")]
+    return [p["Topic"] for p in legacy.topic_partitions(body) if p.get("Topic")]
 
 
 class LegacySession:

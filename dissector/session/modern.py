@@ -7,6 +7,16 @@ from collections import deque
 
 from ..errors import DecodeError
 from ..protocol import messages, sasl, schema
+from ..protocol.apikeys import (
+    ENVELOPE,
+    FETCH,
+    FETCH_SNAPSHOT,
+    GROUP_PROTOCOL,
+    PRODUCE,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    SHARE_FETCH,
+)
 from ..protocol.codegen import Context
 from ..protocol.embedded import decode_group_protocol
 from ..protocol.errors import error_name
@@ -16,20 +26,12 @@ from .directory import NO_TOPIC_ID
 from .rows import REQUEST, RESPONSE, Malformed, Request, Side, build
 
 PROTOCOL = "0.8+"
-PRODUCE, SASL_HANDSHAKE, SASL_AUTHENTICATE = 0, 17, 36
 SILENT_WINDOW = 64  # acks=0 produce requests kept in case a broker answers them anyway
 
 
 def decodes_fully(data):
     """Whether a frame is a request that decodes completely: the test for "this is Kafka"."""
-    try:
-        header = messages.decode_request_header(data)
-        body = messages.decode_body(
-            header.api_key, "request", header.api_version, data, header.end, Context()
-        )
-    except DecodeError:
-        return False
-    return "_trailing_bytes" not in body
+    return messages.decodes_exactly(messages.decode_request, data, Context())
 
 
 class ModernSession:
@@ -53,7 +55,7 @@ class ModernSession:
 
     # Responses larger than this only answer Fetch-like requests.
     SMALL_RESPONSE = 8 * 1024 * 1024
-    LARGE_RESPONSES = frozenset({1, 58, 59, 78})  # Fetch, Envelope, FetchSnapshot, ShareFetch
+    LARGE_RESPONSES = frozenset({FETCH, ENVELOPE, FETCH_SNAPSHOT, SHARE_FETCH})
 
     def could_answer(self, corr, size, ts, whole=None):
         """Whether a frame found while re-finding boundaries can be the response to a waiting
@@ -73,12 +75,7 @@ class ModernSession:
         key, version = req.api_key, req.api_version
         if key is None or messages.body_decoder(key, "response", version) is None:
             return True  # nothing to check it against
-        try:
-            _, pos = messages.decode_response_header(data, key, version)
-            body = messages.decode_body(key, "response", version, data, pos, Context())
-        except DecodeError:
-            return False
-        return "_trailing_bytes" not in body
+        return messages.decodes_exactly(messages.decode_response, data, key, version, Context())
 
     def response_lost(self):
         """A whole response was lost in a gap: in raw SASL, the oldest token's."""
@@ -123,7 +120,7 @@ class ModernSession:
             self.directory.learn(key, body, None)
             if key == SASL_HANDSHAKE:
                 self.mechanism = body.get("Mechanism")
-            elif key == 11 or key == 14:  # JoinGroup, SyncGroup
+            elif key in GROUP_PROTOCOL:
                 decode_group_protocol(key, body, None, self.directory.group_type(key, body, None))
             sasl.redact_body(key, body, self.mechanism, True, self.show_secrets)
         topics, names = self._topics(ctx)
@@ -224,15 +221,14 @@ class ModernSession:
         ctx = Context(self.records)
         body = reason = None
         try:
-            _, pos = messages.decode_response_header(frame.data, key, version)
-            body = messages.decode_body(key, "response", version, frame.data, pos, ctx)
+            body = messages.decode_response(frame.data, key, version, ctx)
         except DecodeError as e:
             reason = f"response body: {e}"
             self.bad.count(RESPONSE, frame)
         throttle = None
         if body is not None:
             self.directory.learn(key, req.body, body)
-            if key == 11 or key == 14:
+            if key in GROUP_PROTOCOL:
                 decode_group_protocol(
                     key, None, body, self.directory.group_type(key, req.body, body)
                 )

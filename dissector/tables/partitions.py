@@ -7,6 +7,7 @@ sides of the same topic-partition are merged into one row.
 
 import pandas as pd
 
+from ..protocol.apikeys import FETCH
 from ..protocol.errors import error_name
 from .pairs import INT_COLUMNS as PAIR_INTS
 from .pairs import order
@@ -126,7 +127,7 @@ def exchange_partitions(e):
             for column in RECORD_COLUMNS:
                 row[column] = summary.get(column)
             hwm = row["high_watermark"]
-            if e.api_key == 1 and hwm is not None and hwm >= 0:
+            if e.api_key == FETCH and hwm is not None and hwm >= 0:
                 last = summary.get("last_offset")
                 next_offset = last + 1 if last is not None else row["fetch_offset"]
                 if next_offset is not None:
@@ -141,17 +142,7 @@ def partitions_frame(exchanges):
         rows += exchange_partitions(e)
     df = pd.DataFrame.from_records(rows, columns=list(COLUMNS))
     df["error_name"] = df["error_code"].map(lambda c: None if pd.isna(c) else error_name(int(c)))
-    ints = [c for c in PAIR_INTS if c in df] + [
-        "partition",
-        "error_code",
-        *[c for c in FIELDS if c != "timestamp"],
-        "timestamp",
-        "batches",
-        "records",
-        "bytes",
-        "uncompressed_bytes",
-        "lag",
-    ]
-    for name in ints:
+    counts = ("partition", *FIELDS, "batches", "records", "bytes", "uncompressed_bytes", "lag")
+    for name in (*(c for c in PAIR_INTS if c in df), *counts):
         df[name] = pd.to_numeric(df[name], errors="coerce").astype("Int64")
     return df

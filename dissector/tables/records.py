@@ -6,6 +6,7 @@ command line ask for when this table is wanted.
 
 import pandas as pd
 
+from ..protocol import legacy
 from .pairs import order
 from .partitions import partition_index, partition_items
 
@@ -94,8 +95,7 @@ def exchange_records(e):
             continue
         side = dict(base, frame=frame, direction=direction)
         if e.protocol == "0.7":
-            parts = body.get("TopicPartitions") or [body]
-            for part in parts:
+            for part in legacy.topic_partitions(body):
                 for m in _legacy_messages(part.get("Messages")):
                     yield dict(
                         side,

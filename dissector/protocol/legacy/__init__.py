@@ -7,7 +7,13 @@ Multi-Produce. Pure functions over the bytes of one frame (its int32 length stri
 
 from .errors import ERROR_NAMES, error_name
 from .messages import decode_message_set
-from .requests import REQUEST_TYPES, decode_request, expects_response, plausible_request
+from .requests import (
+    REQUEST_TYPES,
+    decode_request,
+    expects_response,
+    plausible_request,
+    topic_partitions,
+)
 from .responses import decode_response
 
 __all__ = [
@@ -19,4 +25,5 @@ __all__ = [
     "error_name",
     "expects_response",
     "plausible_request",
+    "topic_partitions",
 ]

@@ -205,3 +205,9 @@ def plausible_request(data):
     else:
         pos = _plausible_block(kind, buf, 2)
     return pos == len(buf)
+
+
+def topic_partitions(body):
+    """The topic-partition blocks of a decoded 0.7 request or response body: a multi body
+    lists them, a single one is its own block."""
+    return body.get("TopicPartitions") or [body]
