@@ -10,6 +10,8 @@ from .errors import CaptureError, DecodeError, DissectorError
 from .flow import Dissector
 from .session.exchange import COLUMNS, Exchange
 from .source import dissect, read_pcap
+from .tables import parse_bodies
+from .tables.output import read_table
 
 __all__ = [
     "COLUMNS",
@@ -19,5 +21,7 @@ __all__ = [
     "DissectorError",
     "Exchange",
     "dissect",
+    "parse_bodies",
     "read_pcap",
+    "read_table",
 ]

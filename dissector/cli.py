@@ -7,11 +7,12 @@ import warnings
 
 from . import source
 from .errors import DissectorError
+from .live import cli as live_cli
+from .spark import cli as spark_cli
 from .options import DEFAULT_MAX_FRAME, RECORD_MODES, Options
-from .protocol.apikeys import FETCH, PRODUCE
-from .tables import TABLES, build_table
-from .tables.output import FORMATS, write_table
-from .tables.summary import summary_text, topic_volume, volume_text
+from .tables import TABLES, arrow_batches
+from .tables.output import FORMATS, TableWriter
+from .tables.summary import Summary
 
 
 def build_parser():
@@ -41,6 +42,12 @@ def build_parser():
         default="batches",
         help="how far record sets are decoded: every record, batch headers and sizes, or "
         "sizes only (default %(default)s; --table records implies full)",
+    )
+    analyze.add_argument(
+        "--decompress",
+        action="store_true",
+        help="decompress every compressed batch, to report uncompressed sizes and ratios "
+        "(implied by --records full)",
     )
     analyze.add_argument(
         "--max-decompressed",
@@ -78,15 +85,18 @@ def build_parser():
         "--no-progress", dest="progress", action="store_false", help="never show progress"
     )
     analyze.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    live_cli.add_parser(sub)
+    spark_cli.add_parser(sub)
     return parser
 
 
-def collect(dissection, debug):
-    """Every exchange of one capture, with the reader's warnings shown on stderr."""
+def checked(dissection, debug):
+    """The exchanges of one capture as they complete; the reader's warnings go to stderr at
+    the end, and an internal error becomes one line naming the frame and offset."""
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            exchanges = list(dissection)
+            yield from dissection
     except DissectorError:
         raise
     except Exception as e:  # a bug: say where, without a traceback unless asked
@@ -101,55 +111,67 @@ def collect(dissection, debug):
         ) from e
     for w in caught:
         print(f"kafka-dissect: warning: {w.message}", file=sys.stderr)
-    return exchanges
+
+
+def _summarised(exchanges, summary):
+    for e in exchanges:
+        summary.add(e)
+        yield e
 
 
 def analyze(args):
-    outputs = []
-    for path in args.captures:
-        dissection = source.dissect(
-            path,
-            args.port,
-            progress=args.progress,
-            max_frame=args.max_frame,
-            protocol=args.protocol,
-            show_secrets=args.show_secrets,
-            records="full" if args.output and args.table == "records" else args.records,
-            max_decompressed=args.max_decompressed,
-            max_ratio=args.max_ratio,
-        )
-        exchanges = collect(dissection, args.debug)
-        pairs = build_table(exchanges, "pairs")
-        d = dissection.dissector
-        title = (
-            f"{path}: {d.packets} packets, {d.connections} TCP connections examined, "
-            f"{d.kafka_connections} Kafka, {len(pairs)} exchanges"
-        )
-        print(summary_text(pairs, title))
-        # Only Produce and Fetch carry volume: a Metadata response may list every partition.
-        data = [e for e in exchanges if e.api_key in (PRODUCE, FETCH) and e.protocol == "0.8+"]
-        volume = topic_volume(build_table(data, "partitions"))
-        if not volume.empty:
-            print(volume_text(volume))
-        print()
-        if args.output:
-            table = build_table(exchanges, args.table, d.streams)
-            if len(args.captures) > 1:
-                table.insert(0, "capture", str(path))
-            outputs.append(table)
+    table = args.table
+    records = "full" if args.output and table == "records" else args.records
+    writer = None
     if args.output:
-        import pandas as pd
-
-        table = outputs[0] if len(outputs) == 1 else pd.concat(outputs, ignore_index=True)
-        write_table(table, args.output)
-        print(f"wrote {len(table)} rows of {args.table} to {args.output}")
+        writer = TableWriter(args.output, table, capture=len(args.captures) > 1)
+    try:
+        for path in args.captures:
+            dissection = source.dissect(
+                path,
+                args.port,
+                progress=args.progress,
+                max_frame=args.max_frame,
+                protocol=args.protocol,
+                show_secrets=args.show_secrets,
+                records=records,
+                decompress=args.decompress,
+                max_decompressed=args.max_decompressed,
+                max_ratio=args.max_ratio,
+            )
+            summary = Summary(decompress=args.decompress or records == "full")
+            exchanges = _summarised(checked(dissection, args.debug), summary)
+            if writer is None or table == "streams":
+                for _ in exchanges:
+                    pass
+            else:
+                for batch in arrow_batches(exchanges, table):
+                    writer.write(batch, capture=path)
+            d = dissection.dissector
+            if writer is not None and table == "streams":
+                for batch in arrow_batches(d.streams, "streams"):
+                    writer.write(batch, capture=path)
+            exchanges_seen = sum(summary.statuses.values())
+            title = (
+                f"{path}: {d.packets} packets, {d.connections} TCP connections examined, "
+                f"{d.kafka_connections} Kafka, {exchanges_seen} exchanges"
+            )
+            print(summary.text(title))
+            print()
+    finally:
+        if writer is not None:
+            writer.close()
+    if writer is not None:
+        print(f"wrote {writer.rows} rows of {table} to {args.output}")
     return 0
 
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
-        return analyze(args)
+        if args.command == "spark":
+            return spark_cli.run(args)
+        return live_cli.run(args) if args.command == "live" else analyze(args)
     except DissectorError as e:
         print(f"kafka-dissect: error: {e}", file=sys.stderr)
         return 2

@@ -18,6 +18,9 @@ class Options:
     # Record sets inside messages: "full" (every record), "batches" (batch headers, CRCs and
     # sizes, without parsing the records), "none" (sizes only).
     records: str = "batches"
+    # Decompress compressed batches even when their records are not wanted, to know their
+    # uncompressed size ("full" always does).
+    decompress: bool = False
     max_decompressed: int = 256 * 1024 * 1024  # bytes one batch may decompress to
     max_ratio: int = 1000  # decompressed/compressed ratio beyond which a batch is a bomb
 
@@ -36,5 +39,6 @@ class Options:
             max_output=self.max_decompressed,
             max_ratio=self.max_ratio,
             records=self.records == "full",
+            decompress=self.decompress or self.records == "full",
         )
         return partial(decode_record_set, limits=limits)

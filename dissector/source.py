@@ -107,5 +107,8 @@ def read_pcap(path, ports=(), table="pairs", *, progress=None, **options):
     if table == "records":
         options.setdefault("records", "full")
     dissection = dissect(path, ports, progress=progress, **options)
-    exchanges = list(dissection)
-    return build_table(exchanges, table, dissection.dissector.streams)
+    if table == "streams":
+        for _ in dissection:
+            pass
+        return build_table((), table, dissection.dissector.streams)
+    return build_table(dissection, table)

@@ -540,7 +540,8 @@ def exchanges(pairs, layout: Layout) -> list[Exchange]:
         if key[8] is not None:
             resp = layout.frame(client, broker, False, key[8], corr, used)
             used.add(resp)
-        raw = isinstance(row.request, dict) and bool(row.request.get("raw"))
+        request = dissector.tables.parse_body(row.request)
+        raw = isinstance(request, dict) and bool(request.get("raw"))
         out.append(Exchange(key, row.protocol, req, resp, raw or row.protocol == "0.7"))
     return out
 

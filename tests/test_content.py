@@ -22,7 +22,7 @@ def manifest(name):
 def test_consumer_protocol_inside_join_and_sync_group():
     m = manifest("confluent-kafka")
     group = m["consumer_group"]
-    pairs = dissector.read_pcap(CAPTURES / "confluent-kafka.pcap")
+    pairs = dissector.parse_bodies(dissector.read_pcap(CAPTURES / "confluent-kafka.pcap"))
     join = pairs[(pairs.api_name == "JoinGroup") & (pairs.status == "ok")].iloc[0]
     subscription = join.request["Protocols"][0]["Metadata"]
     assert subscription["Version"] == 3 and subscription["Topics"] == sorted(group["topics"])
@@ -38,7 +38,7 @@ def test_consumer_protocol_inside_join_and_sync_group():
 
 def test_fetch_by_topic_id_is_resolved_through_metadata():
     # librdkafka's Fetch v16 names topics only by id; earlier Metadata responses name them.
-    pairs = dissector.read_pcap(CAPTURES / "confluent-kafka.pcap")
+    pairs = dissector.parse_bodies(dissector.read_pcap(CAPTURES / "confluent-kafka.pcap"))
     fetch = pairs[(pairs.api_name == "Fetch") & (pairs.api_version >= 13)]
     assert not fetch.empty
     assert all("Topic" not in t for r in fetch.request for t in r["Topics"])

@@ -28,7 +28,7 @@ def test_kafka_python_produce_and_fetch(tansu, record):
         for v in values:
             producer.send(topic, key=b"k", value=v, partition=0).get(timeout=10)
         producer.close()
-    pairs = dissector.read_pcap(rec.path)
+    pairs = dissector.parse_bodies(dissector.read_pcap(rec.path))
     produce = pairs[pairs.api_name == "Produce"]
     # One request per record: each send waited for its acknowledgement.
     assert len(produce) == len(values)
@@ -71,7 +71,7 @@ def test_confluent_kafka_acks_all_and_zero(tansu, record):
             )
             p.produce(topic, key=b"k", value=b"v", partition=0)
             assert p.flush(10) == 0
-    pairs = dissector.read_pcap(rec.path)
+    pairs = dissector.parse_bodies(dissector.read_pcap(rec.path))
     produce = pairs[pairs.api_name == "Produce"]
     acks = dict(zip(produce.client_id, produce.request.map(lambda r: r["Acks"]), strict=True))
     assert acks == {"ck-acks-all": -1, "ck-acks-0": 0}
@@ -90,7 +90,7 @@ def test_aiokafka_metadata(tansu, record):
 
     with record("aio.pcap") as rec:
         asyncio.run(run())
-    pairs = dissector.read_pcap(rec.path)
+    pairs = dissector.parse_bodies(dissector.read_pcap(rec.path))
     assert {"ApiVersions", "Metadata"} <= set(pairs.api_name)
     assert set(pairs.client_id) == {"aio-live"}
     assert (pairs.status == "ok").all()

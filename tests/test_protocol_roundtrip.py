@@ -130,6 +130,63 @@ def test_roundtrip(key, name, kind, version):
         assert messages.decode_body(key, kind, version, frame, start, Context()) == expected
 
 
+def notes_of(ctx):
+    return (
+        ctx.topics,
+        ctx.topic_ids,
+        ctx.top_error,
+        ctx.first_error,
+        ctx.fields,
+        [(t, s, e) for t, s, e in ctx.record_sets],
+    )
+
+
+@pytest.mark.parametrize(("key", "name", "kind", "version"), MESSAGE_VERSIONS, ids=IDS)
+def test_scanner_takes_the_notes_of_the_decoder(key, name, kind, version):
+    """The scanner (no dict built) walks exactly what the decoder reads and notes the same
+    topics, ids, errors and top-level fields; it finds each record set the decoder reads."""
+    for seed in SEEDS:
+        rng = rng_for("scan", key, kind, version, seed)
+        frame, _, expected, *_, head = random_frame(
+            key, kind, version, rng, unknown_tags=seed % 2 == 1
+        )
+        full = Context()
+        messages.decode_body(key, kind, version, frame, head, full)
+        scanned = Context()
+        end = messages.body_scanner(key, kind, version)(frame, head, scanned)
+        assert end == len(frame), f"seed {seed}: scan stops {len(frame) - end} bytes short"
+        assert notes_of(scanned)[:5] == notes_of(full)[:5], f"seed {seed}"
+        sizes = [e - s for _, s, e in scanned.record_sets]
+        assert sizes == _record_fields(expected), f"seed {seed}"
+
+
+def _record_fields(value):
+    """The record-set fields of a decoded body, in order (the default context keeps sizes)."""
+    if isinstance(value, dict):
+        if set(value) == {"size"}:
+            return [value["size"]]
+        return [x for v in value.values() for x in _record_fields(v)]
+    if isinstance(value, list):
+        return [x for v in value for x in _record_fields(v)]
+    return []
+
+
+@pytest.mark.parametrize(("key", "name", "kind", "version"), MESSAGE_VERSIONS, ids=IDS)
+def test_scanner_fails_where_the_decoder_fails(key, name, kind, version):
+    rng = rng_for("scancut", key, kind, version)
+    frame, *_, head = random_frame(key, kind, version, rng)
+    cuts = range(head, len(frame))
+    if len(frame) > 160:
+        cuts = sorted(set(range(head, 80)) | set(range(80, len(frame), len(frame) // 80)))
+    with deadline(5):
+        for cut in cuts:
+            part = frame[:cut]
+            with pytest.raises(DecodeError):
+                messages.decode_body(key, kind, version, part, head, Context())
+            with pytest.raises(DecodeError):
+                messages.scan_body(key, kind, version, part, head, Context())
+
+
 @pytest.mark.parametrize(("key", "name", "kind", "version"), MESSAGE_VERSIONS, ids=IDS)
 def test_roundtrip_from_memoryview(key, name, kind, version):
     rng = rng_for("view", key, kind, version)

@@ -146,12 +146,12 @@ def secrets(manifest, wire) -> list[str]:
 
 @pytest.fixture(scope="module")
 def pairs() -> pd.DataFrame:
-    return dissector.read_pcap(CAPTURE)
+    return dissector.parse_bodies(dissector.read_pcap(CAPTURE))
 
 
 @pytest.fixture(scope="module")
 def shown() -> pd.DataFrame:
-    return dissector.read_pcap(CAPTURE, show_secrets=True)
+    return dissector.parse_bodies(dissector.read_pcap(CAPTURE, show_secrets=True))
 
 
 def login_streams(pairs: pd.DataFrame, login: dict) -> list[pd.DataFrame]:

@@ -3,8 +3,13 @@
 Each generated decoder is a plain function `decode(buf, pos, ctx) -> (dict, pos)` made of
 straight-line struct reads: runs of fixed-width fields become a single `unpack_from`, structs
 become nested functions, and tagged fields a dispatch on the tag number. While decoding it
-notes in `ctx` what the exchange tables need (topic names, error codes), so nothing walks
-the decoded dict afterwards.
+notes in `ctx` what the exchange tables need (topic names, error codes, throttle time, acks,
+where record sets lie), so nothing walks the decoded dict afterwards.
+
+The same generator makes scanners, `scan(buf, pos, ctx) -> pos`: they walk the message just
+as strictly but build nothing, reading only the fields that carry notes and stepping over the
+rest (a run of fixed-width fields is one addition). A scan is what pairing and the summary
+need; the whole body is decoded only when asked for.
 """
 
 import struct
@@ -25,10 +30,24 @@ FIXED = {
 }
 
 
-class Context:
-    """What a decoder notes on the way: topic names, the top-level and first nested error."""
+# Top-level fields noted by name (Context.fields): the session and the tables need them.
+TOP_FIELDS = frozenset({"ThrottleTimeMs", "Acks"})
 
-    __slots__ = ("topics", "topic_ids", "top_error", "first_error", "records")
+
+class Context:
+    """What a decoder notes on the way: topic names and ids, the top-level and first nested
+    error, TOP_FIELDS, and (scanning) where each record set lies, under which topic."""
+
+    __slots__ = (
+        "topics",
+        "topic_ids",
+        "top_error",
+        "first_error",
+        "records",
+        "fields",
+        "topic",
+        "record_sets",
+    )
 
     def __init__(self, records=None):
         self.topics = []
@@ -36,6 +55,9 @@ class Context:
         self.top_error = 0
         self.first_error = 0
         self.records = records or record_set_size
+        self.fields = {}
+        self.topic = None  # the topic name or id being scanned
+        self.record_sets = []  # (topic name or id, start, end) in the scanned buffer
 
     @property
     def error(self):
@@ -48,9 +70,10 @@ def record_set_size(raw):
 
 
 class _Writer:
-    def __init__(self, flexible, version):
+    def __init__(self, flexible, version, scan=False):
         self.flexible = flexible
         self.version = version
+        self.scan = scan
         self.lines = []
         self.namespace = {
             "i8": primitives.i8,
@@ -58,12 +81,19 @@ class _Writer:
             "uvarint": primitives.uvarint,
             "string": primitives.string,
             "compact_string": primitives.compact_string,
+            "skip_string": primitives.skip_string,
+            "skip_compact": primitives.skip_compact,
+            "span_bytes": primitives.span_bytes,
+            "span_compact": primitives.span_compact,
             "bytes_": primitives.bytes_,
+            "skip_bytes": primitives.skip_bytes,
             "compact_bytes": primitives.compact_bytes,
             "array_count": primitives.array_count,
+            "too_many": primitives.too_many,
             "uuid_text": primitives.uuid_text,
             "unpack_from": struct.unpack_from,
             "read_tags": read_tags,
+            "scan_tags": scan_tags,
         }
         self.count = 0
 
@@ -95,14 +125,19 @@ class _Writer:
                 body += self.fixed_run(run, depth)
                 continue
             body += self.read(f, "v", depth)
-            body.append(f"d[{f['name']!r}] = v")
+            if not self.scan:
+                body.append(f"d[{f['name']!r}] = v")
             i += 1
         if self.flexible:
             body += self.tag_section(tagged, depth)
         self.lines.append(f"def {name}(buf, pos, ctx):")
-        self.lines.append("    d = {}")
-        self.lines += ["    " + line for line in body]
-        self.lines.append("    return d, pos")
+        if self.scan:
+            self.lines += ["    " + line for line in body]
+            self.lines.append("    return pos")
+        else:
+            self.lines.append("    d = {}")
+            self.lines += ["    " + line for line in body]
+            self.lines.append("    return d, pos")
         self.lines.append("")
         return name
 
@@ -125,35 +160,49 @@ class _Writer:
     def fixed_run(self, run, depth):
         fmt = ">" + "".join(FIXED[f["type"]][0] for f in run)
         size = struct.calcsize(fmt)
+        if self.scan and not any(self.notes(f, "x", depth) for f in run):
+            # Nothing to note: step over the run, checking it is all there.
+            return [f"if pos + {size} > len(buf): raise IndexError", f"pos += {size}"]
         unpack = self.constant("u", struct.Struct(fmt).unpack_from)
         names = [f"x{j}" for j in range(len(run))]
         lines = [f"{', '.join(names)}, = {unpack}(buf, pos)", f"pos += {size}"]
         for var, f in zip(names, run, strict=True):
+            notes = self.notes(f, var, depth)
+            if self.scan and not notes:
+                continue
             if f["type"] == "uuid":
                 lines.append(f"{var} = uuid_text({var})")
-            lines.append(f"d[{f['name']!r}] = {var}")
-            lines += self.notes(f, var, depth)
+            if not self.scan:
+                lines.append(f"d[{f['name']!r}] = {var}")
+            lines += notes
         return lines
 
     def notes(self, f, var, depth):
-        """Lines that record topic names and error codes into ctx."""
+        """Lines that record topic names, error codes and TOP_FIELDS into ctx."""
         if f["type"] == "int16" and f["name"].endswith("ErrorCode"):
             if depth == 0:
                 return [f"if {var}: ctx.top_error = ctx.top_error or {var}"]
             return [f"if {var} and not ctx.first_error: ctx.first_error = {var}"]
+        if depth == 0 and f["name"] in TOP_FIELDS:
+            return [f"ctx.fields[{f['name']!r}] = {var}"]
         if f["name"] == "TopicId" and f["type"] == "uuid":
-            return [f"ctx.topic_ids.append({var})"]
+            return [f"ctx.topic_ids.append({var})", f"ctx.topic = {var}"]
         if f.get("topic"):
             if f["type"] == "string":
-                return [f"if {var}: ctx.topics.append({var})"]
+                return [f"if {var}: ctx.topics.append({var})", f"ctx.topic = {var}"]
             if f["type"] == "[]string":
                 return [f"if {var}: ctx.topics.extend(t for t in {var} if t)"]
         return []
 
-    def read(self, f, var, depth):
-        """Lines that read field f into `var`, advancing pos."""
+    def read(self, f, var, depth, force=False):
+        """Lines that read field f into `var`, advancing pos (scanning and not force: step
+        over it unless it carries a note)."""
         t = f["type"]
         compact = self.compact(f)
+        if self.scan and not force:
+            skipped = self.skip(f, t, var, depth, compact)
+            if skipped is not None:
+                return skipped
         if t in FIXED:
             code, size = FIXED[t]
             conv = "uuid_text(" + var + ")" if t == "uuid" else var
@@ -173,20 +222,67 @@ class _Writer:
             return lines
         if t == "struct":
             fn = self.struct_function(f["fields"], depth + 1)
+            call = f"pos = {fn}(buf, pos, ctx)" if self.scan else f"{var}, pos = {fn}(buf, pos, ctx)"
             if self.nullable(f):
                 return [
                     "(m,), pos = i8(buf, pos), pos + 1",
                     f"if m < 0: {var} = None",
-                    f"else: {var}, pos = {fn}(buf, pos, ctx)",
+                    f"else: {call}",
                 ]
-            return [f"{var}, pos = {fn}(buf, pos, ctx)"]
+            return [call]
         if t.startswith("[]"):
             return self.read_array(f, var, depth, compact) + self.notes(f, var, depth)
         raise ValueError(f"unknown field type {t!r} in {f['name']}")
 
+    def skip(self, f, t, var, depth, compact):
+        """Scanning: lines stepping over a field that carries no note, or None to read it."""
+        if t in FIXED and not self.notes(f, var, depth):
+            size = FIXED[t][1]
+            return [f"if pos + {size} > len(buf): raise IndexError", f"pos += {size}"]
+        if t in ("string", "bytes") and compact and not self.notes(f, var, depth):
+            # A one-byte length (nearly all) inline: null (0) takes 1 byte, n+1 takes n+1.
+            return [
+                "n = buf[pos]",
+                "if n < 128:",
+                "    pos += n or 1",
+                "    if pos > len(buf): raise IndexError",
+                "else: pos = skip_compact(buf, pos)",
+            ]
+        if t == "string" and not self.notes(f, var, depth):
+            return ["pos = skip_string(buf, pos)"]
+        if t == "bytes":
+            return ["pos = skip_bytes(buf, pos)"]
+        if t == "records":
+            span = "span_compact" if compact else "span_bytes"
+            return [
+                f"s, pos = {span}(buf, pos)",
+                "if s is not None: ctx.record_sets.append((ctx.topic, s, pos))",
+            ]
+        return None
+
     def read_array(self, f, var, depth, compact):
         elem = f["type"][2:]
-        lines = [f"n, pos = array_count(buf, pos, {compact})", f"if n is None: {var} = None"]
+        if compact:  # a one-byte count (nearly all) inline
+            lines = [
+                "n = buf[pos]",
+                "if n < 128: pos += 1",
+                "else: n, pos = uvarint(buf, pos)",
+                "n -= 1",
+                "if n > len(buf) - pos: too_many(n, buf, pos)",
+                f"if n < 0: {var} = None",
+            ]
+        else:
+            lines = [f"n, pos = array_count(buf, pos, False)", f"if n is None: {var} = None"]
+        if self.scan and elem == "struct":
+            fn = self.struct_function(f["fields"], depth + 1)
+            return lines + ["else:", "    for _ in range(n): pos = " + f"{fn}(buf, pos, ctx)"]
+        if self.scan and elem in FIXED:
+            size = FIXED[elem][1]
+            return lines + [
+                "else:",
+                f"    if pos + n * {size} > len(buf): raise IndexError",
+                f"    pos += n * {size}",
+            ]
         if elem == "struct":
             fn = self.struct_function(f["fields"], depth + 1)
             lines += [
@@ -206,10 +302,11 @@ class _Writer:
         else:
             item = dict(f, type=elem)
             item.pop("topic", None)
-            inner = self.read(item, "e", depth + 1)
+            inner = self.read(item, "e", depth + 1, force=bool(f.get("topic")))
             lines += ["else:", f"    {var} = []", "    for _ in range(n):"]
             lines += ["        " + line for line in inner]
-            lines.append(f"        {var}.append(e)")
+            if not (self.scan and elem in ("string", "bytes") and not f.get("topic")):
+                lines.append(f"        {var}.append(e)")
         return lines
 
     def tag_section(self, tagged, depth):
@@ -219,13 +316,15 @@ class _Writer:
             inner = self.read(dict(f, tagged=None), "v", depth)  # may emit nested functions
             reader = self.name("t")
             self.lines.append(f"def {reader}(buf, pos, ctx):")
+            self.lines.append("    v = None")
             self.lines += ["    " + line for line in inner]
             self.lines += ["    return v, pos", ""]
             known[f["tag"]] = (f["name"], reader)
         table = self.name("k")
         entries = ", ".join(f"{tag}: ({name!r}, {fn})" for tag, (name, fn) in known.items())
         self.lines += [f"{table} = {{{entries}}}", ""]
-        return [f"if buf[pos]: pos = read_tags(buf, pos, d, ctx, {table})", "else: pos += 1"]
+        tags = "scan_tags(buf, pos, ctx, " if self.scan else "read_tags(buf, pos, d, ctx, "
+        return [f"if buf[pos]: pos = {tags}{table})", "else: pos += 1"]
 
 
 def read_tags(buf, pos, d, ctx, known):
@@ -239,13 +338,24 @@ def read_tags(buf, pos, d, ctx, known):
     return pos
 
 
-def compile_decoder(definition, version):
-    """A function decode(buf, pos, ctx) -> (dict, pos) for one version of a message."""
+def scan_tags(buf, pos, ctx, known):
+    tags, pos = primitives.tagged_fields(buf, pos)
+    for tag, raw in tags.items():
+        entry = known.get(tag)
+        if entry is not None:
+            entry[1](raw, 0, ctx)
+    return pos
+
+
+def compile_decoder(definition, version, scan=False):
+    """A function decode(buf, pos, ctx) -> (dict, pos) for one version of a message; with
+    scan, a function scan(buf, pos, ctx) -> pos that only takes the notes."""
     flexible = in_range(version, definition["flexibleVersions"])
-    writer = _Writer(flexible, version)
+    writer = _Writer(flexible, version, scan)
     entry = writer.struct_function(definition["fields"], 0)
     source = "\n".join(writer.lines)
-    code = compile(source, f"<{definition['name']} v{version}>", "exec")
+    kind = "scan" if scan else "decode"
+    code = compile(source, f"<{definition['name']} v{version} {kind}>", "exec")
     exec(code, writer.namespace)
     decode = writer.namespace[entry]
     decode.source = source

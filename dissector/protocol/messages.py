@@ -19,21 +19,33 @@ def body_decoder(api_key, kind, version):
 
 
 @cache
+def body_scanner(api_key, kind, version):
+    """The generated scanner of a body (notes only, nothing built), or None."""
+    definition = schema.message(api_key, kind, version)
+    return None if definition is None else compile_decoder(definition, version, scan=True)
+
+
+@cache
 def _header_decoder(name, version):
     return compile_decoder(schema.header(name), version)
 
 
+@cache
 def request_header_version(api_key, version):
     if api_key == CONTROLLED_SHUTDOWN and version == 0:
         return 0
     return 2 if schema.is_flexible(api_key, "request", version) else 1
 
 
+@cache
 def response_header_version(api_key, version):
     # ApiVersions responses keep header v0 so that any client can read them.
     if api_key == API_VERSIONS:
         return 0
     return 1 if schema.is_flexible(api_key, "response", version) else 0
+
+
+_HEADER_CONTEXT = Context()  # headers carry nothing a context notes: one serves them all
 
 
 class RequestHeader(NamedTuple):
@@ -51,7 +63,7 @@ def decode_request_header(buf):
     api_key, version = i16(buf, 0)[0], i16(buf, 2)[0]
     hv = request_header_version(api_key, version)
     try:
-        d, end = _header_decoder("RequestHeader", hv)(buf, 0, Context())
+        d, end = _header_decoder("RequestHeader", hv)(buf, 0, _HEADER_CONTEXT)
     except (struct.error, IndexError):
         raise DecodeError("request header runs past the end of the frame", len(buf)) from None
     return RequestHeader(
@@ -63,7 +75,7 @@ def decode_response_header(buf, api_key, version):
     """(correlation_id, body offset) of a response to a request of this key and version."""
     hv = response_header_version(api_key, version)
     try:
-        d, end = _header_decoder("ResponseHeader", hv)(buf, 0, Context())
+        d, end = _header_decoder("ResponseHeader", hv)(buf, 0, _HEADER_CONTEXT)
     except (struct.error, IndexError):
         raise DecodeError("response header runs past the end of the frame", len(buf)) from None
     return d["CorrelationId"], end
@@ -87,6 +99,19 @@ def decode_body(api_key, kind, version, buf, pos, ctx):
     if end != len(buf):
         body["_trailing_bytes"] = bytes(buf[end:])
     return body
+
+
+def scan_body(api_key, kind, version, buf, pos, ctx):
+    """Walk a body as decode_body would, taking only ctx's notes; raises as it would."""
+    scan = body_scanner(api_key, kind, version)
+    if scan is None:
+        raise DecodeError(f"no schema for {kind} key {api_key} version {version}", pos)
+    try:
+        scan(buf, pos, ctx)
+    except (struct.error, IndexError):
+        raise DecodeError(f"{kind} ends before its fields do", len(buf)) from None
+    except RecursionError:
+        raise DecodeError(f"{kind} nests too deeply", pos) from None
 
 
 def decode_response(buf, api_key, version, ctx):

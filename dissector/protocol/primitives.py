@@ -38,6 +38,8 @@ def _unsigned(buf, pos, limit, what):
 
 def uvarint(buf, pos):
     """Unsigned varint of at most 5 bytes (Kafka's 32-bit unsigned varint)."""
+    if pos < len(buf) and buf[pos] < 0x80:  # one byte: nearly every length on the wire
+        return buf[pos], pos + 1
     return _unsigned(buf, pos, 5, "varint")
 
 
@@ -101,6 +103,42 @@ def compact_bytes(buf, pos):
         return None, pos
     end = _take(buf, pos, n - 1, "bytes")
     return bytes(buf[pos:end]), end
+
+
+def skip_string(buf, pos):
+    """Past an int16-length string (or -1, null) without decoding it."""
+    (n,), pos = i16(buf, pos), pos + 2
+    return pos if n < 0 else _take(buf, pos, n, "string")
+
+
+def skip_bytes(buf, pos):
+    (n,), pos = i32(buf, pos), pos + 4
+    return pos if n < 0 else _take(buf, pos, n, "bytes")
+
+
+def skip_compact(buf, pos):
+    """Past a compact string or compact bytes without copying them."""
+    n, pos = uvarint(buf, pos)
+    return pos if n == 0 else _take(buf, pos, n - 1, "string")
+
+
+def span_bytes(buf, pos):
+    """(start, end) of int32-length bytes without copying them; start None when null."""
+    (n,), pos = i32(buf, pos), pos + 4
+    if n < 0:
+        return None, pos
+    return pos, _take(buf, pos, n, "bytes")
+
+
+def span_compact(buf, pos):
+    n, pos = uvarint(buf, pos)
+    if n == 0:
+        return None, pos
+    return pos, _take(buf, pos, n - 1, "bytes")
+
+
+def too_many(n, buf, pos):
+    raise DecodeError(f"array of {n} elements cannot fit in {len(buf) - pos} bytes", pos)
 
 
 def array_count(buf, pos, compact):

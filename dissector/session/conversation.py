@@ -62,6 +62,7 @@ class Conversation:
             and self.conn.how == "syn"
             and side == self.conn.client_side
             and len(data) >= 14
+            and self.framers[side].offset == 0  # a size prefix sent on its own came before
         ):
             # A connection that does not open with a request-shaped frame is not Kafka: drop it
             # before its framer buffers a "frame" of some other protocol.

@@ -18,6 +18,7 @@ COLUMNS = (
     "response_end",
     "latency_ms",
     "server_ms",
+    "queue_ms",
     "request_bytes",
     "response_bytes",
     "error_code",
@@ -40,17 +41,60 @@ MALFORMED = "malformed"
 STATUSES = (OK, ERROR, NO_RESPONSE_EXPECTED, UNANSWERED, ORPHAN_RESPONSE, MALFORMED)
 
 
-class Exchange:
-    """A request/response pair; timestamps are integer nanoseconds since the epoch (UTC)."""
+class LazyBody:
+    """A body whose scan succeeded, decoded in full only when it is read."""
 
-    # topic_names: topic id -> name, for the ids this exchange uses that earlier Metadata
-    # responses named (not a column: the partition and record tables resolve ids with it)
-    __slots__ = (*COLUMNS, "topic_names")
+    __slots__ = ("decode", "args")
+
+    def __init__(self, decode, *args):
+        self.decode = decode
+        self.args = args
+
+    def __call__(self):
+        return self.decode(*self.args)
+
+
+class Exchange:
+    """A request/response pair; timestamps are integer nanoseconds since the epoch (UTC).
+
+    Columns not set are None (class defaults: an exchange sets only what it has). `request`
+    and `response` are decoded on first access where the session only scanned them.
+    """
+
+    # topic id -> name for the ids this exchange uses that earlier Metadata responses named
+    # (not a column: the partition and record tables resolve ids with it)
+    topic_names = {}  # noqa: RUF012 (shared empty default, replaced, never mutated)
+    # (side, frame data, [(topic name or id, start, end)]): where the record sets lie
+    record_sets = None
+    _request = _response = None
 
     def __init__(self, **values):
-        for name in COLUMNS:
-            setattr(self, name, values.get(name))
-        self.topic_names = {}
+        for side in ("request", "response"):
+            if side in values:
+                values["_" + side] = values.pop(side)
+        self.__dict__.update(values)
+
+    @property
+    def request(self):
+        body = self._request
+        if body.__class__ is LazyBody:
+            body = self._request = body()
+        return body
+
+    @request.setter
+    def request(self, body):
+        self._request = body
+
+    @property
+    def response(self):
+        body = self._response
+        if body.__class__ is LazyBody:
+            body = self._response = body()
+        return body
+
+    @response.setter
+    def response(self, body):
+        self._response = body
 
     def row(self):
         return tuple(getattr(self, name) for name in COLUMNS)
@@ -69,3 +113,9 @@ class Exchange:
             f"corr={self.correlation_id} frames={self.request_frame}->{self.response_frame} "
             f"{self.status}>"
         )
+
+
+for _name in COLUMNS:
+    if _name not in ("request", "response"):
+        setattr(Exchange, _name, None)
+del _name

@@ -32,7 +32,7 @@ class LegacySession:
         try:
             decoded = legacy.decode_request(frame.data)
         except DecodeError as e:
-            self.bad.count(REQUEST, frame)
+            self.bad.count(REQUEST, frame.data)
             req = Request(frame, reason=f"0.7 request: {e}")
             return [build(self.conn, PROTOCOL, req, status=ex.MALFORMED)]
         kind = decoded["request_type"]
@@ -55,7 +55,7 @@ class LegacySession:
         try:
             body = legacy.decode_response(req.api_key, frame.data, req.body)
         except DecodeError as e:
-            self.bad.count(RESPONSE, frame)
+            self.bad.count(RESPONSE, frame.data)
             return [build(self.conn, PROTOCOL, req, Side(frame, reason=f"0.7 response: {e}"))]
         code = body.get("ErrorCode", 0)
         resp = Side(frame, body, error=code, error_name=body.get("error_name"))

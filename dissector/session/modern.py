@@ -8,10 +8,12 @@ from collections import deque
 from ..errors import DecodeError
 from ..protocol import messages, sasl, schema
 from ..protocol.apikeys import (
+    CREATE_TOPICS,
     ENVELOPE,
     FETCH,
     FETCH_SNAPSHOT,
     GROUP_PROTOCOL,
+    METADATA,
     PRODUCE,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
@@ -23,10 +25,27 @@ from ..protocol.errors import error_name
 from ..protocol.primitives import i32
 from . import exchange as ex
 from .directory import NO_TOPIC_ID
+from .exchange import LazyBody
 from .rows import REQUEST, RESPONSE, Malformed, Request, Side, build
 
 PROTOCOL = "0.8+"
 SILENT_WINDOW = 64  # acks=0 produce requests kept in case a broker answers them anyway
+
+# APIs whose bodies the session reads as they pass (what connections learn from each other,
+# SASL state, secrets to redact): decoded at once. Every other body is scanned for what the
+# columns need and decoded in full only when it is read.
+EAGER = (
+    frozenset({METADATA, CREATE_TOPICS, SASL_HANDSHAKE, SASL_AUTHENTICATE} | GROUP_PROTOCOL)
+    | sasl.SECRET_APIS
+)
+
+
+def _decode_later(key, kind, version, data, pos, records):
+    """The full body behind a LazyBody (its scan succeeded, so this does too)."""
+    try:
+        return messages.decode_body(key, kind, version, data, pos, Context(records))
+    except DecodeError:  # pragma: no cover - the scan walked the same fields
+        return None
 
 
 def decodes_fully(data):
@@ -43,6 +62,8 @@ class ModernSession:
         self.show_secrets = options.show_secrets
         self.records = records  # the record-set decoder handed to every Context
         self.pending = {}  # correlation id -> deque of Requests (ids may repeat)
+        self.sent = deque()  # requests in the order sent; answered ones leave lazily
+        self.last_response_end = None  # when the broker last finished a response
         # Produce requests with acks=0 expect no response, but some brokers answer them:
         # the newest are kept until a later response proves theirs will not come.
         self.silent = deque()
@@ -104,25 +125,23 @@ class ModernSession:
         try:
             header = messages.decode_request_header(data)
         except DecodeError as e:
-            self.bad.count(REQUEST, frame)
+            self.bad.count(REQUEST, frame.data)
             req = Request(frame, reason=f"request header: {e}")
             return [build(self.conn, PROTOCOL, req, status=ex.MALFORMED)]
         key, version = header.api_key, header.api_version
         self.client_id = header.client_id
-        ctx = Context(self.records)
-        body = reason = None
-        try:
-            body = messages.decode_body(key, "request", version, data, header.end, ctx)
-        except DecodeError as e:
-            reason = f"request body: {e}"
-            self.bad.count(REQUEST, frame)
-        if body is not None:
-            self.directory.learn(key, body, None)
-            if key == SASL_HANDSHAKE:
-                self.mechanism = body.get("Mechanism")
-            elif key in GROUP_PROTOCOL:
-                decode_group_protocol(key, body, None, self.directory.group_type(key, body, None))
-            sasl.redact_body(key, body, self.mechanism, True, self.show_secrets)
+        if key in EAGER:
+            body, ctx, reason = self._decode(key, "request", version, data, header.end)
+            if body is not None:
+                self.directory.learn(key, body, None)
+                if key == SASL_HANDSHAKE:
+                    self.mechanism = body.get("Mechanism")
+                elif key in GROUP_PROTOCOL:
+                    group = self.directory.group_type(key, body, None)
+                    decode_group_protocol(key, body, None, group)
+                sasl.redact_body(key, body, self.mechanism, True, self.show_secrets)
+        else:
+            body, ctx, reason = self._scan(key, "request", version, data, header.end)
         topics, names = self._topics(ctx)
         req = Request(
             frame,
@@ -135,14 +154,35 @@ class ModernSession:
             topics=topics,
             names=names,
             reason=reason,
+            sets=ctx.record_sets,
         )
-        if key == PRODUCE and body is not None and body.get("Acks") == 0:
+        if key == PRODUCE and reason is None and ctx.fields.get("Acks") == 0:
             self.silent.append(req)
             if len(self.silent) > SILENT_WINDOW:
                 return [self._unanswerable(self.silent.popleft())]
             return []
+        self.sent.append(req)
         self.pending.setdefault(header.correlation_id, deque()).append(req)
         return []
+
+    def _decode(self, key, kind, version, data, pos):
+        """(body, ctx, reason) of a body decoded in full."""
+        ctx = Context(self.records)
+        try:
+            return messages.decode_body(key, kind, version, data, pos, ctx), ctx, None
+        except DecodeError as e:
+            self.bad.count(REQUEST if kind == "request" else RESPONSE, data)
+            return None, ctx, f"{kind} body: {e}"
+
+    def _scan(self, key, kind, version, data, pos):
+        """(LazyBody, ctx, reason) of a body scanned for its notes, decoded when read."""
+        ctx = Context(self.records)
+        try:
+            messages.scan_body(key, kind, version, data, pos, ctx)
+        except DecodeError as e:
+            self.bad.count(REQUEST if kind == "request" else RESPONSE, data)
+            return None, ctx, f"{kind} body: {e}"
+        return LazyBody(_decode_later, key, kind, version, data, pos, self.records), ctx, None
 
     def _topics(self, ctx):
         """Topic names of a decoded body, with ids resolved where Metadata named them;
@@ -165,7 +205,7 @@ class ModernSession:
             req = self.raw_pending.popleft()
             return [build(self.conn, PROTOCOL, req, self._raw_token(frame, from_client=False))]
         if len(data) < 4:
-            self.bad.count(RESPONSE, frame)
+            self.bad.count(RESPONSE, frame.data)
             resp = Side(frame, reason="response shorter than a header")
             return [build(self.conn, PROTOCOL, None, resp, status=ex.MALFORMED)]
         (corr,) = i32(data, 0)
@@ -189,19 +229,23 @@ class ModernSession:
 
     def _passed_over(self, req):
         """Requests sent before `req` still waiting when its response came: a broker answers in
-        order, so theirs will not come (lost in a capture gap, or never sent)."""
-        older = [
-            r for queue in self.pending.values() for r in queue if r.frame.offset < req.frame.offset
-        ]
+        order, so theirs will not come (lost in a capture gap, or never sent). The requests
+        sent before it are at the front of `sent`: no scan of everything in flight."""
+        sent = self.sent
+        older = []
+        while sent:
+            r = sent.popleft()
+            if r is req:
+                break
+            queue = self.pending.get(r.correlation_id)
+            if queue and r in queue:  # still waiting
+                queue.remove(r)
+                if not queue:
+                    del self.pending[r.correlation_id]
+                older.append(r)
         if not older:
             return []
-        for r in older:
-            queue = self.pending[r.correlation_id]
-            queue.remove(r)
-            if not queue:
-                del self.pending[r.correlation_id]
         why = "response lost in a capture gap" if self.lost else "a later request was answered"
-        older.sort(key=lambda r: r.frame.offset)
         return [build(self.conn, PROTOCOL, r, status=ex.UNANSWERED, reason=why) for r in older]
 
     def _answered_silent(self, corr, out):
@@ -215,30 +259,36 @@ class ModernSession:
 
     def _answer(self, req, frame):
         key, version = req.api_key, req.api_version
+        prev, self.last_response_end = self.last_response_end, frame.last_ts
+        queued = max(0, prev - req.frame.last_ts) if prev is not None else 0
         if key is None:  # the request's header did not decode: nor can its response
-            self.bad.count(RESPONSE, frame)
+            self.bad.count(RESPONSE, frame.data)
             return build(self.conn, PROTOCOL, req, Side(frame), status=ex.MALFORMED)
-        ctx = Context(self.records)
-        body = reason = None
+        data = frame.data
         try:
-            body = messages.decode_response(frame.data, key, version, ctx)
+            _, pos = messages.decode_response_header(data, key, version)
         except DecodeError as e:
-            reason = f"response body: {e}"
-            self.bad.count(RESPONSE, frame)
-        throttle = None
-        if body is not None:
-            self.directory.learn(key, req.body, body)
-            if key in GROUP_PROTOCOL:
-                decode_group_protocol(
-                    key, None, body, self.directory.group_type(key, req.body, body)
-                )
-            elif key == SASL_HANDSHAKE and version == 0 and not body.get("ErrorCode"):
-                self.raw_sasl = True
-            sasl.redact_body(key, body, self.mechanism, False, self.show_secrets)
-            throttle = body.get("ThrottleTimeMs")
+            self.bad.count(RESPONSE, data)
+            resp = Side(frame, reason=f"response body: {e}")
+            return build(self.conn, PROTOCOL, req, resp, queue_ns=queued)
+        if key in EAGER:
+            body, ctx, reason = self._decode(key, "response", version, data, pos)
+            if body is not None:
+                self.directory.learn(key, req.body, body)
+                if key in GROUP_PROTOCOL:
+                    group = self.directory.group_type(key, req.body, body)
+                    decode_group_protocol(key, None, body, group)
+                elif key == SASL_HANDSHAKE and version == 0 and not body.get("ErrorCode"):
+                    self.raw_sasl = True
+                sasl.redact_body(key, body, self.mechanism, False, self.show_secrets)
+        else:
+            body, ctx, reason = self._scan(key, "response", version, data, pos)
+        throttle = ctx.fields.get("ThrottleTimeMs") if body is not None else None
         topics, names = self._topics(ctx)
-        resp = Side(frame, body, topics, ctx.error, error_name(ctx.error), reason, names)
-        return build(self.conn, PROTOCOL, req, resp, throttle=throttle)
+        resp = Side(
+            frame, body, topics, ctx.error, error_name(ctx.error), reason, names, ctx.record_sets
+        )
+        return build(self.conn, PROTOCOL, req, resp, throttle=throttle, queue_ns=queued)
 
     # -- raw SASL (after SaslHandshake v0) ---------------------------------------------------
 
@@ -270,6 +320,7 @@ class ModernSession:
             for req in self.raw_pending
         ]
         self.pending.clear()
+        self.sent.clear()
         self.silent.clear()
         self.raw_pending.clear()
         return out

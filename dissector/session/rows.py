@@ -15,26 +15,36 @@ class Malformed:
         self.frames = [0, 0]  # [requests, responses]
         self.bytes = [0, 0]
 
-    def count(self, direction, frame):
+    def count(self, direction, data):
+        """One frame of this body (size prefix not included) did not decode."""
         self.frames[direction] += 1
-        self.bytes[direction] += len(frame.data) + 4
+        self.bytes[direction] += len(data) + 4
 
 
 class Side:
-    """One decoded frame of an exchange."""
+    """One decoded (or scanned) frame of an exchange."""
 
-    __slots__ = ("frame", "body", "topics", "error", "error_name", "reason", "names")
+    __slots__ = ("frame", "body", "topics", "error", "error_name", "reason", "names", "sets")
 
     def __init__(
-        self, frame, body=None, topics=(), error=0, error_name=None, reason=None, names=None
+        self,
+        frame,
+        body=None,
+        topics=(),
+        error=0,
+        error_name=None,
+        reason=None,
+        names=None,
+        sets=None,
     ):
         self.names = names  # topic id -> name for the ids in body that are known
         self.frame = frame
-        self.body = body
+        self.body = body  # a dict, a LazyBody, or None
         self.topics = topics
         self.error = error
         self.error_name = error_name
         self.reason = reason
+        self.sets = sets  # where its record sets lie: [(topic or id, start, end)]
 
 
 class Request(Side):
@@ -66,9 +76,18 @@ def endpoint(addr):
 
 
 def build(
-    conn, protocol, req, resp=None, status=None, correlation_id=None, throttle=None, reason=None
+    conn,
+    protocol,
+    req,
+    resp=None,
+    status=None,
+    correlation_id=None,
+    throttle=None,
+    reason=None,
+    queue_ns=None,
 ):
-    """One row; status is derived (malformed / error / ok) unless given."""
+    """One row; status is derived (malformed / error / ok) unless given. queue_ns: how long
+    the request waited behind the previous response on its connection."""
     client_side = conn.client_side if conn.client_side is not None else 0
     row = Exchange(
         stream=conn.id,
@@ -76,22 +95,24 @@ def build(
         broker=endpoint(conn.endpoints[1 - client_side]),
         protocol=protocol,
         correlation_id=correlation_id,
-        status=status,
     )
-    topics = set()
     reasons = []
+    names = None
     if req is not None:
         f = req.frame
         row.api_key, row.api_name, row.api_version = req.api_key, req.api_name, req.api_version
         row.correlation_id, row.client_id = req.correlation_id, req.client_id
         row.request_frame, row.request_start, row.request_end = f.last_frame, f.first_ts, f.last_ts
         row.request_bytes = len(f.data) + 4
-        row.request = req.body
-        topics.update(req.topics)
-        if req.names:
-            row.topic_names.update(req.names)
+        row._request = req.body
+        topics = req.topics
+        names = req.names
+        if req.sets:
+            row.record_sets = ("request", f.data, req.sets)
         if req.reason:
             reasons.append(req.reason)
+    else:
+        topics = ()
     if resp is not None:
         f = resp.frame
         row.response_frame, row.response_start, row.response_end = (
@@ -100,28 +121,36 @@ def build(
             f.last_ts,
         )
         row.response_bytes = len(f.data) + 4
-        row.response = resp.body
+        row._response = resp.body
         if req is not None:
             row.latency_ms = (f.last_ts - req.frame.first_ts) / 1e6
             row.server_ms = (f.first_ts - req.frame.last_ts) / 1e6
+            if queue_ns is not None:
+                row.queue_ms = queue_ns / 1e6
         if resp.body is not None:
             row.error_code = resp.error
             row.error_name = resp.error_name
             row.throttle_ms = throttle
-        topics.update(resp.topics)
+        if resp.topics:
+            topics = (*topics, *resp.topics)
         if resp.names:
-            row.topic_names.update(resp.names)
+            names = dict(names, **resp.names) if names else resp.names
+        if resp.sets:
+            row.record_sets = ("response", f.data, resp.sets)
         if resp.reason:
             reasons.append(resp.reason)
-    row.topics = sorted(topics)
+    row.topics = sorted(set(topics)) if topics else []
+    if names:
+        row.topic_names = names
     if reason:
         reasons.append(reason)
     row.reason = "; ".join(reasons) or None
-    if row.status is None:
+    if status is None:
         if row.reason:
-            row.status = ex.MALFORMED
+            status = ex.MALFORMED
         elif row.error_code:
-            row.status = ex.ERROR
+            status = ex.ERROR
         else:
-            row.status = ex.OK
+            status = ex.OK
+    row.status = status
     return row

@@ -1,20 +1,66 @@
-"""Exchanges turned into tables."""
+"""Exchanges turned into tables: one declared schema per table (`schema.py`), built in
+Arrow batches (`arrow.py`), read as pandas, written to files (`output.py`), summarised
+(`summary.py`)."""
 
-from .pairs import pairs_frame
-from .partitions import partitions_frame
-from .records import records_frame
-from .streams import streams_frame
+from .arrow import arrow_batches, body_json, parse_bodies, parse_body, to_pandas
+from .pairs import order, pairs_rows
+from .partitions import exchange_partitions
+from .records import exchange_records
+from .schema import SCHEMAS, TABLES
+from .streams import stream_rows
 
-EXCHANGE_TABLES = {"pairs": pairs_frame, "partitions": partitions_frame, "records": records_frame}
-TABLES = (*EXCHANGE_TABLES, "streams")
+# table -> function from one exchange (one accounting row for "streams") to its rows
+ROW_BUILDERS = {
+    "pairs": pairs_rows,
+    "partitions": exchange_partitions,
+    "records": lambda e: list(exchange_records(e)),
+    "streams": stream_rows,
+}
+
+# The order a whole table is given in: capture order, as Wireshark lists packets.
+SORT_KEYS = {
+    "pairs": ["_first_frame", "_start", "stream"],
+    "partitions": ["_first_frame", "stream"],
+    "records": ["_first_frame", "stream"],
+    "streams": ["stream", "direction"],
+}
 
 
-def build_table(exchanges, table="pairs", streams=None):
-    """A table from exchanges; "streams" is built from the dissector's accounting rows."""
+def build_table(items, table="pairs", streams=None):
+    """A pandas DataFrame of a whole table, in capture order; "streams" is built from the
+    dissector's accounting rows."""
+    if table not in SCHEMAS:
+        raise ValueError(f"unknown table {table!r}; choose from {', '.join(TABLES)}")
     if table == "streams":
-        return streams_frame(streams or [])
-    try:
-        build = EXCHANGE_TABLES[table]
-    except KeyError:
-        raise ValueError(f"unknown table {table!r}; choose from {', '.join(TABLES)}") from None
-    return build(exchanges)
+        items = streams or []
+    return sort_table(to_pandas(arrow_batches(items, table), table), table)
+
+
+def sort_table(df, table):
+    """Rows in capture order (exchanges complete out of it: a long poll ends late)."""
+    if table == "streams":
+        keys = SORT_KEYS[table]
+    else:
+        req = "request_frame" if table != "records" else "frame"
+        first = df[req].fillna(df["response_frame"]) if "response_frame" in df else df[req]
+        df = df.assign(_first_frame=first)
+        keys = SORT_KEYS[table]
+        if table == "pairs":
+            df = df.assign(_start=df["request_start"].fillna(df["response_start"]))
+    df = df.sort_values(keys, kind="stable").reset_index(drop=True)
+    return df.drop(columns=[k for k in ("_first_frame", "_start") if k in df])
+
+
+__all__ = [
+    "ROW_BUILDERS",
+    "SCHEMAS",
+    "TABLES",
+    "arrow_batches",
+    "body_json",
+    "build_table",
+    "order",
+    "parse_bodies",
+    "parse_body",
+    "sort_table",
+    "to_pandas",
+]

@@ -1,54 +1,178 @@
-"""Writing tables to parquet, csv and jsonl.
+"""Tables to files and back: parquet, csv and jsonl, written a batch at a time.
 
-Nested values (decoded bodies, lists) become JSON text in parquet and csv and JSON in jsonl;
-bytes become base64 text, except in parquet, which keeps the record keys and values binary.
+Parquet keeps every declared type (binary keys, values and header values included). Text
+formats need text: timestamps become ISO 8601 with every digit the capture has
+(`2026-11-21T06:25:36.603473123Z`), bytes become base64, and in csv lists become JSON text
+(in jsonl they stay JSON arrays). `read_table` reads any of the three back with the types
+`to_pandas` gives.
 """
 
 import base64
+import csv
 import json
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .arrow import to_pandas
+from .schema import SCHEMAS
+
 FORMATS = (".parquet", ".csv", ".jsonl")
-NESTED = ("request", "response", "topics", "headers", "control")
-BINARY = ("key", "value")  # the records table's keys and values
+ISO = "%Y-%m-%dT%H:%M:%SZ"  # Arrow prints the fraction the unit has after %S
 
 
-def jsonable(value):
-    """Nested decoded values made JSON-safe: bytes as base64 text, dict keys as text."""
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return base64.b64encode(bytes(value)).decode("ascii")
+def output_format(path):
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        raise ValueError(f"{path}: output format must be one of {', '.join(FORMATS)}")
+    return suffix
+
+
+def with_capture(schema):
+    """The schema of a table whose rows name the capture file they came from."""
+    return schema.insert(0, pa.field("capture", pa.string(), nullable=False))
+
+
+class TableWriter:
+    """Writes record batches of one table to a file as they come; `rows` counts them.
+
+    capture=True adds a leading `capture` column, filled from write(batch, capture=...).
+    """
+
+    def __init__(self, path, table="pairs", capture=False):
+        self.path = Path(path)
+        self.format = output_format(path)
+        self.schema = with_capture(SCHEMAS[table]) if capture else SCHEMAS[table]
+        self.capture = capture
+        self.rows = 0
+        self._file = self._writer = None
+        if self.format == ".parquet":
+            self._writer = pq.ParquetWriter(self.path, self.schema)
+        else:
+            self._file = open(self.path, "w", newline="", encoding="utf-8")  # noqa: SIM115
+            if self.format == ".csv":
+                self._writer = csv.writer(self._file)
+                self._writer.writerow(self.schema.names)
+
+    def write(self, batch, capture=None):
+        if self.capture:
+            column = pa.array([str(capture)] * batch.num_rows, pa.string())
+            batch = pa.RecordBatch.from_arrays([column, *batch.columns], schema=self.schema)
+        self.rows += batch.num_rows
+        if self.format == ".parquet":
+            self._writer.write_batch(batch)
+            return
+        text = _as_text(batch, lists_as_json=self.format == ".csv")
+        if self.format == ".csv":
+            self._writer.writerows(zip(*text.values(), strict=True))
+        else:
+            names = list(text)
+            for values in zip(*text.values(), strict=True):
+                self._file.write(json.dumps(dict(zip(names, values, strict=True))) + "\n")
+
+    def close(self):
+        if self.format == ".parquet":
+            self._writer.close()
+        else:
+            self._file.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def write_table(batches, path, table="pairs"):
+    """Write record batches (or a pyarrow Table) of one table; returns the row count."""
+    if isinstance(batches, pa.Table):
+        batches = batches.to_batches()
+    with TableWriter(path, table) as out:
+        for batch in batches:
+            out.write(batch)
+    return out.rows
+
+
+def _b64(value):
+    return None if value is None else base64.b64encode(value).decode("ascii")
+
+
+def _as_text(batch, lists_as_json):
+    """Column name -> Python values a text format can hold."""
+    out = {}
+    for field, column in zip(batch.schema, batch.columns, strict=True):
+        kind = field.type
+        if pa.types.is_timestamp(kind):
+            values = pc.strftime(column, format=ISO).to_pylist()
+        elif pa.types.is_binary(kind):
+            values = [_b64(v) for v in column.to_pylist()]
+        elif pa.types.is_list(kind):
+            values = column.to_pylist()
+            if pa.types.is_struct(kind.value_type):  # record headers
+                values = [[dict(h, value=_b64(h["value"])) for h in v] for v in values]
+            if lists_as_json:
+                values = [json.dumps(v, separators=(",", ":")) for v in values]
+        else:
+            values = column.to_pylist()
+        out[field.name] = values
+    return out
+
+
+def read_table(path, table="pairs"):
+    """A file written by TableWriter (or `-o`) read back as a DataFrame with its types."""
+    fmt = output_format(path)
+    if fmt == ".parquet":
+        data = pq.read_table(path)
+        return to_pandas(data, table)
+    if fmt == ".csv":
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.reader(f)
+            names = next(reader, [])
+            rows = [dict(zip(names, r, strict=True)) for r in reader]
+    else:
+        with open(path, encoding="utf-8") as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+    schema = SCHEMAS[table]
+    if rows and "capture" in rows[0]:
+        schema = with_capture(schema)
+    if fmt == ".csv":  # csv has no null: an empty cell is one (an empty client id reads as null)
+        rows = [{k: (None if v == "" else v) for k, v in r.items()} for r in rows]
+    arrays = [pa.array([_parse(r.get(f.name), f.type) for r in rows], f.type) for f in schema]
+    return to_pandas(pa.Table.from_arrays(arrays, schema=schema), table)
+
+
+def _parse(value, kind):
+    """One value of a text format back to what Arrow takes for its declared type."""
+    if value is None:
+        return None
+    if pa.types.is_timestamp(kind):
+        return _timestamp(value, kind.unit)
+    if pa.types.is_binary(kind):
+        return base64.b64decode(value)
+    if pa.types.is_list(kind):
+        items = json.loads(value) if isinstance(value, str) else value
+        if pa.types.is_struct(kind.value_type):
+            return [dict(h, value=None if h["value"] is None else base64.b64decode(h["value"]))
+                    for h in items]
+        return items
+    if not isinstance(value, str):
+        return value
+    if pa.types.is_integer(kind):
+        return int(value)
+    if pa.types.is_floating(kind):
+        return float(value)
+    if pa.types.is_boolean(kind):
+        return value == "True"
     return value
 
 
-def to_json_text(value):
-    return None if value is None else json.dumps(jsonable(value), separators=(",", ":"))
+_UNITS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
 
 
-def write_table(df, path):
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix not in FORMATS:
-        raise ValueError(f"{path}: output format must be one of {', '.join(FORMATS)}")
-    out = df.copy()
-    if suffix != ".parquet":
-        for name in BINARY:
-            if name in out:
-                out[name] = out[name].map(jsonable)
-    if suffix == ".jsonl":
-        for name in NESTED:
-            if name in out:
-                out[name] = out[name].map(jsonable)
-        out.to_json(path, orient="records", lines=True, date_format="iso", date_unit="ns")
-        return path
-    for name in NESTED:
-        if name in out:
-            out[name] = out[name].map(to_json_text)
-    if suffix == ".parquet":
-        out.to_parquet(path, index=False)
-    else:
-        out.to_csv(path, index=False)
-    return path
+def _timestamp(text, unit):
+    """ISO 8601 text (as written above) to an integer of the unit, every digit kept."""
+    import pandas as pd
+
+    return pd.Timestamp(text).value // _UNITS[unit]

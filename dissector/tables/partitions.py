@@ -5,12 +5,9 @@ inside a struct naming a topic (by name or id), in the request and in the respon
 sides of the same topic-partition are merged into one row.
 """
 
-import pandas as pd
-
 from ..protocol.apikeys import FETCH
 from ..protocol.errors import error_name
-from .pairs import INT_COLUMNS as PAIR_INTS
-from .pairs import order
+from .schema import columns
 
 TOPIC_KEYS = ("Name", "Topic", "TopicName")
 PARTITION_KEYS = ("PartitionIndex", "Partition", "Index", "PartitionId")
@@ -25,6 +22,8 @@ EXCHANGE_COLUMNS = (
     "client_id",
     "request_frame",
     "response_frame",
+    "request_start",
+    "response_end",
     "latency_ms",
     "status",
 )
@@ -40,19 +39,16 @@ FIELDS = {
     "timestamp": "Timestamp",
     "leader_id": "LeaderId",
 }
-RECORD_COLUMNS = ("batches", "records", "bytes", "uncompressed_bytes", "compression")
-COLUMNS = (
-    *EXCHANGE_COLUMNS,
-    "topic",
-    "topic_id",
-    "partition",
-    "error_code",
-    "error_name",
-    *FIELDS,
-    "records_from",
-    *RECORD_COLUMNS,
-    "lag",
+RECORD_COLUMNS = (
+    "batches",
+    "records",
+    "control_records",
+    "bytes",
+    "uncompressed_bytes",
+    "compression",
+    "codecs",
 )
+COLUMNS = columns("partitions")
 
 
 def partition_items(body, topic=None, topic_id=None):
@@ -76,27 +72,46 @@ def partition_index(item):
 
 
 def record_summary(records):
-    """Batches, records, bytes, uncompressed bytes, codecs and last offset of a record set."""
+    """Batches, data and control records, bytes, uncompressed bytes (None where a compressed
+    batch was not decompressed), codecs and last offset of a record set."""
     if not isinstance(records, dict):
         return None
     batches = records.get("batches")
     if batches is None:
         return {"bytes": records.get("size")}
-    codecs = sorted({b.get("compression") for b in batches if b.get("compression")})
+    data = control = 0  # None once a batch's count is unknown (compressed message sets)
+    raw_total = 0
+    codecs = {}  # codec -> [bytes, uncompressed bytes or None]
     last = None
     for b in batches:
+        count = b.get("record_count")
+        if count is None and data is not None:
+            data = None
+        elif b.get("control"):
+            control += count
+        elif data is not None:
+            data += count
+        size = b.get("compressed_size") or 0
+        raw = b.get("uncompressed_size")
+        if raw_total is not None:
+            raw_total = None if raw is None else raw_total + raw
+        codec = b.get("compression")
+        if codec:
+            c = codecs.setdefault(codec, [0, 0])
+            c[0] += size
+            c[1] = None if raw is None or c[1] is None else c[1] + raw
         if b.get("magic") == 2 and b.get("last_offset_delta") is not None:
             last = b["base_offset"] + b["last_offset_delta"]
         elif b.get("records"):
             last = b["records"][-1].get("offset")
     return {
         "batches": len(batches),
-        "records": sum(b.get("record_count") or len(b.get("records") or ()) for b in batches),
+        "records": data,
+        "control_records": control,
         "bytes": records.get("size"),
-        "uncompressed_bytes": sum(
-            b.get("uncompressed_size") or b.get("compressed_size") or 0 for b in batches
-        ),
-        "compression": ",".join(codecs) or None,
+        "uncompressed_bytes": raw_total,
+        "compression": ",".join(sorted(codecs)) or None,
+        "codecs": codecs,
         "last_offset": last,
     }
 
@@ -114,7 +129,8 @@ def exchange_partitions(e):
     for (topic, partition), sides in merged.items():
         row = dict(base, topic=topic, topic_id=sides["topic_id"], partition=partition)
         req, resp = sides["request"] or {}, sides["response"] or {}
-        row["error_code"] = resp.get("ErrorCode")
+        row["error_code"] = code = resp.get("ErrorCode")
+        row["error_name"] = None if code is None else error_name(code)
         for column, field in FIELDS.items():
             row[column] = resp.get(field, req.get(field))
         summary = None
@@ -134,15 +150,3 @@ def exchange_partitions(e):
                     row["lag"] = hwm - next_offset
         rows.append(row)
     return rows
-
-
-def partitions_frame(exchanges):
-    rows = []
-    for e in sorted(exchanges, key=order):
-        rows += exchange_partitions(e)
-    df = pd.DataFrame.from_records(rows, columns=list(COLUMNS))
-    df["error_name"] = df["error_code"].map(lambda c: None if pd.isna(c) else error_name(int(c)))
-    counts = ("partition", *FIELDS, "batches", "records", "bytes", "uncompressed_bytes", "lag")
-    for name in (*(c for c in PAIR_INTS if c in df), *counts):
-        df[name] = pd.to_numeric(df[name], errors="coerce").astype("Int64")
-    return df

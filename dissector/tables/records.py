@@ -4,10 +4,7 @@ It needs the record sets decoded in full (Options(records="full")), which read_p
 command line ask for when this table is wanted.
 """
 
-import pandas as pd
-
 from ..protocol import legacy
-from .pairs import order
 from .partitions import partition_index, partition_items
 
 EXCHANGE_COLUMNS = (
@@ -19,28 +16,6 @@ EXCHANGE_COLUMNS = (
     "api_version",
     "correlation_id",
     "client_id",
-)
-COLUMNS = (
-    *EXCHANGE_COLUMNS,
-    "frame",  # the request's frame for records sent, the response's for records received
-    "direction",  # "request" (e.g. Produce) or "response" (e.g. Fetch)
-    "topic",
-    "partition",
-    "offset",
-    "timestamp",
-    "timestamp_type",
-    "key",
-    "value",
-    "headers",
-    "producer_id",
-    "producer_epoch",
-    "sequence",
-    "magic",
-    "compression",
-    "transactional",
-    "control",
-    "crc_ok",
-    "batch_status",
 )
 
 
@@ -67,13 +42,25 @@ def _batch_rows(base, batches):
                 common,
                 offset=offset,
                 timestamp=record.get("timestamp"),
-                key=record.get("key"),
-                value=record.get("value"),
-                headers=record.get("headers") or [],
+                key=_bytes(record.get("key")),
+                value=_bytes(record.get("value")),
+                headers=[{"key": k, "value": _bytes(v)} for k, v in record.get("headers") or ()],
                 sequence=sequence,
-                control=record.get("control") or (batch.get("control") or None),
+                control=_control(record, batch),
                 crc_ok=record.get("crc_ok", batch.get("crc_ok")),
             )
+
+
+def _bytes(value):
+    return value if value is None or isinstance(value, bytes) else bytes(value)
+
+
+def _control(record, batch):
+    """The marker of a control record (ABORT, COMMIT, or its type number); None for data."""
+    marker = record.get("control")
+    if marker is not None:
+        return str(marker.get("type"))
+    return "unknown" if batch.get("control") else None
 
 
 def _legacy_messages(messages):
@@ -86,6 +73,7 @@ def _legacy_messages(messages):
 
 
 def exchange_records(e):
+    """The record rows of one exchange: records sent, then records received."""
     base = {name: getattr(e, name) for name in EXCHANGE_COLUMNS}
     for direction, body, frame in (
         ("request", e.request, e.request_frame),
@@ -102,7 +90,7 @@ def exchange_records(e):
                         topic=part.get("Topic"),
                         partition=part.get("Partition"),
                         offset=m.get("offset"),
-                        value=m.get("value"),
+                        value=_bytes(m.get("value")),
                         magic=m.get("magic"),
                         compression=m.get("compression"),
                         crc_ok=m.get("crc_ok"),
@@ -115,26 +103,3 @@ def exchange_records(e):
                 name = topic or e.topic_names.get(topic_id, topic_id)
                 where = dict(side, topic=name, partition=partition_index(item))
                 yield from _batch_rows(where, records["batches"])
-
-
-def records_frame(exchanges):
-    rows = [row for e in sorted(exchanges, key=order) for row in exchange_records(e)]
-    df = pd.DataFrame.from_records(rows, columns=list(COLUMNS))
-    # Any int64 is a legal timestamp on the wire; those pandas cannot hold become NaT.
-    df["timestamp"] = pd.to_datetime(
-        df["timestamp"].astype("Int64"), unit="ms", utc=True, errors="coerce"
-    )
-    for name in (
-        "stream",
-        "api_version",
-        "correlation_id",
-        "frame",
-        "partition",
-        "offset",
-        "producer_id",
-        "producer_epoch",
-        "sequence",
-        "magic",
-    ):
-        df[name] = df[name].astype("Int64")
-    return df

@@ -15,40 +15,8 @@ decode; bytes_unused: frames that could not be used (not requests, or responses 
 request).
 """
 
-import pandas as pd
 
-COLUMNS = (
-    "stream",
-    "direction",
-    "client",
-    "broker",
-    "kafka",
-    "protocol",
-    "client_side_from",
-    "end",
-    "first_frame",
-    "last_frame",
-    "bytes_seen",
-    "bytes_duplicate",
-    "bytes_dropped",
-    "bytes_missing",
-    "bytes_delivered",
-    "bytes_framed",
-    "bytes_skipped",
-    "bytes_decoded",
-    "bytes_malformed",
-    "bytes_unused",
-    "frames",
-    "malformed_frames",
-    "gaps",
-)
-
-
-def streams_frame(rows):
-    df = pd.DataFrame.from_records(list(rows), columns=[c for c in COLUMNS if c != "bytes_decoded"])
-    df.insert(
-        COLUMNS.index("bytes_decoded"),
-        "bytes_decoded",
-        df["bytes_framed"] - df["bytes_malformed"] - df["bytes_unused"],
-    )
-    return df.sort_values(["stream", "direction"], kind="stable").reset_index(drop=True)
+def stream_rows(row):
+    """The table row of one accounting row of the core (bytes_decoded derived)."""
+    decoded = row["bytes_framed"] - row["bytes_malformed"] - row["bytes_unused"]
+    return [dict(row, bytes_decoded=decoded)]

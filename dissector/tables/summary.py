@@ -1,82 +1,224 @@
-"""Per-API latency and error summaries of a `pairs` table, as tables and as text."""
+"""The summary of a capture, accumulated exchange by exchange (no table is held), as text.
 
-import pandas as pd
+Per API and version: requests, latency percentiles (exact: 8 bytes kept per exchange), errors
+by name, unanswered requests; exchanges per status; Produce and Fetch volume per topic and
+per codec.
+"""
 
-from ..session.exchange import STATUSES
+from array import array
+from collections import Counter, defaultdict
 
-QUANTILES = {"p50_ms": 0.5, "p95_ms": 0.95, "p99_ms": 0.99}
+from ..protocol.apikeys import FETCH, PRODUCE
+from ..protocol.records.census import census
+from ..session.exchange import STATUSES, UNANSWERED
+from .partitions import exchange_partitions
 
-
-def api_summary(pairs):
-    """One row per (api_name, api_version): request count, latency percentiles, errors."""
-    requests = pairs[pairs["request_frame"].notna()]
-    rows = []
-    for (name, version), group in requests.groupby(["api_name", "api_version"], dropna=False):
-        latency = group["latency_ms"].dropna()
-        errors = group.loc[group["error_code"].fillna(0) != 0, "error_name"].value_counts()
-        row = {"api_name": name, "api_version": version, "requests": len(group)}
-        for column, q in QUANTILES.items():
-            row[column] = latency.quantile(q) if len(latency) else float("nan")
-        row["max_ms"] = latency.max() if len(latency) else float("nan")
-        row["errors"] = dict(errors)
-        rows.append(row)
-    columns = ["api_name", "api_version", "requests", *QUANTILES, "max_ms", "errors"]
-    return pd.DataFrame(rows, columns=columns)
+QUANTILES = (("p50_ms", 0.5), ("p95_ms", 0.95), ("p99_ms", 0.99))
+VOLUME = ("batches", "records", "control_records", "bytes", "uncompressed_bytes")
 
 
-def topic_volume(partitions):
-    """Produce and Fetch volume per topic: records, bytes on the wire, uncompressed bytes and
-    the compression ratio, from the `partitions` table."""
-    data = partitions[partitions["api_name"].isin(["Produce", "Fetch"]) & partitions["bytes"].gt(0)]
-    columns = ["api_name", "topic", "batches", "records", "bytes", "uncompressed_bytes", "ratio"]
-    if data.empty:
-        return pd.DataFrame(columns=columns)
-    sums = (
-        data.groupby(["api_name", "topic"])[["batches", "records", "bytes", "uncompressed_bytes"]]
-        .sum(min_count=1)
-        .reset_index()
-    )
-    sums["ratio"] = sums["uncompressed_bytes"] / sums["bytes"]
-    return sums[columns]
+def quantile(values, q):
+    """Linear interpolation between closest ranks, as pandas' default."""
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    pos = (len(s) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
-def volume_text(volume):
-    lines = [
-        f"{'volume':<10} {'topic':<30} {'records':>9} {'bytes':>12} {'uncompressed':>12} ratio"
-    ]
-    for r in volume.itertuples(index=False):
-        records = "-" if pd.isna(r.records) else f"{r.records}"
-        raw = "-" if pd.isna(r.uncompressed_bytes) else f"{r.uncompressed_bytes}"
-        ratio = "-" if pd.isna(r.ratio) else f"{r.ratio:.2f}"
+class _Api:
+    __slots__ = ("requests", "latency", "errors", "unanswered")
+
+    def __init__(self):
+        self.requests = 0
+        self.latency = array("d")
+        self.errors = Counter()
+        self.unanswered = 0
+
+
+class Summary:
+    """Feed exchanges with add(); read rows with apis(), volume(), or the whole as text().
+
+    Volume comes from a census of the record sets the session found (no decoding); with
+    decompress, from the decoded bodies instead, for the uncompressed sizes.
+    """
+
+    def __init__(self, decompress=False):
+        self.decompress = decompress
+        self._apis = defaultdict(_Api)
+        self.statuses = Counter()
+        self._volume = defaultdict(Counter)  # (api, topic) -> VOLUME counters
+        self._codecs = defaultdict(Counter)  # (api, codec) -> bytes, uncompressed_bytes
+
+    def add(self, e):
+        self.statuses[e.status] += 1
+        if e.request_frame is not None:
+            api = self._apis[(e.api_name, e.api_version)]
+            api.requests += 1
+            if e.latency_ms is not None:
+                api.latency.append(e.latency_ms)
+            if e.error_code:
+                api.errors[e.error_name] += 1
+            if e.status == UNANSWERED:
+                api.unanswered += 1
+        if e.api_key in (PRODUCE, FETCH) and e.protocol == "0.8+":
+            if self.decompress or e.record_sets is None:
+                self._add_decoded_volume(e)
+            else:
+                self._add_census(e)
+
+    def _add_census(self, e):
+        _, data, sets = e.record_sets
+        names = e.topic_names
+        for topic, start, end in sets:
+            if end == start:
+                continue
+            c = census(data, start, end)
+            sums = self._volume[(e.api_name, names.get(topic, topic))]
+            sums["batches"] += c.batches
+            if c.records is None:
+                sums["records_unknown"] += 1
+            else:
+                sums["records"] += c.records
+            sums["control_records"] += c.control_records
+            sums["bytes"] += end - start
+            if c.codecs:
+                sums["uncompressed_bytes_unknown"] += 1
+            else:
+                sums["uncompressed_bytes"] += c.plain_bytes
+            for codec, size in c.codecs.items():
+                counts = self._codecs[(e.api_name, codec)]
+                counts["bytes"] += size
+                counts["unknown"] += 1
+
+    def _add_decoded_volume(self, e):
+        for row in exchange_partitions(e):
+            if not row.get("bytes"):
+                continue
+            sums = self._volume[(e.api_name, row["topic"])]
+            for name in VOLUME:
+                if row.get(name) is not None:
+                    sums[name] += row[name]
+                else:
+                    sums[name + "_unknown"] += 1
+            for codec, (size, raw) in (row.get("codecs") or {}).items():
+                c = self._codecs[(e.api_name, codec)]
+                c["bytes"] += size
+                if raw is None:
+                    c["unknown"] += 1
+                else:
+                    c["uncompressed_bytes"] += raw
+
+    def apis(self):
+        """One dict per (api_name, api_version), in name and version order."""
+        rows = []
+        for (name, version), api in sorted(self._apis.items(), key=_api_order):
+            row = {"api_name": name, "api_version": version, "requests": api.requests}
+            for column, q in QUANTILES:
+                row[column] = quantile(api.latency, q)
+            row["max_ms"] = max(api.latency) if api.latency else float("nan")
+            row["errors"] = dict(api.errors.most_common())
+            row["unanswered"] = api.unanswered
+            rows.append(row)
+        return rows
+
+    def volume(self):
+        rows = []
+        for (api, topic), sums in sorted(self._volume.items(), key=lambda kv: str(kv[0])):
+            row = {"api_name": api, "topic": topic}
+            for name in VOLUME:
+                row[name] = None if sums[name + "_unknown"] else sums[name]
+            raw, size = row["uncompressed_bytes"], row["bytes"]
+            row["ratio"] = raw / size if raw is not None and size else None
+            rows.append(row)
+        return rows
+
+    def codecs(self):
+        rows = []
+        for (api, codec), c in sorted(self._codecs.items()):
+            raw = None if c["unknown"] else c["uncompressed_bytes"]
+            ratio = raw / c["bytes"] if raw is not None and c["bytes"] else None
+            rows.append(
+                {"api_name": api, "codec": codec, "bytes": c["bytes"], "uncompressed_bytes": raw,
+                 "ratio": ratio}
+            )
+        return rows
+
+    def text(self, title=""):
+        lines = [title] if title else []
+        apis = self.apis()
+        if not apis:
+            lines.append("no Kafka exchanges found")
+        else:
+            lines.append(
+                f"{'api':<28} {'ver':>3} {'requests':>8} {'p50 ms':>9} {'p95 ms':>9} "
+                f"{'p99 ms':>9} {'max ms':>9} {'unanswered':>10}  errors"
+            )
+            for r in apis:
+                name = r["api_name"] if isinstance(r["api_name"], str) else "unknown"
+                version = "?" if r["api_version"] is None else str(r["api_version"])
+                errors = ", ".join(f"{k} x{v}" for k, v in r["errors"].items()) or "-"
+                cells = " ".join(
+                    f"{r[c]:9.2f}" if r[c] == r[c] else f"{'-':>9}"
+                    for c in ("p50_ms", "p95_ms", "p99_ms", "max_ms")
+                )
+                lines.append(
+                    f"{name:<28} {version:>3} {r['requests']:>8} {cells} "
+                    f"{r['unanswered']:>10}  {errors}"
+                )
         lines.append(
-            f"{r.api_name:<10} {r.topic!s:<30} {records:>9} {r.bytes:>12} {raw:>12} {ratio}"
+            "status: " + ", ".join(f"{s} {self.statuses.get(s, 0)}" for s in STATUSES)
+        )
+        volume = self.volume()
+        if volume:
+            lines.append(_volume_text(volume))
+        codecs = [c for c in self.codecs() if c["codec"] != "none"]
+        if codecs:
+            lines.append(_codec_text(codecs))
+        if any(c["uncompressed_bytes"] is None for c in codecs):
+            lines.append("uncompressed sizes of compressed batches: not measured (--decompress)")
+        return "\n".join(lines)
+
+
+def _api_order(item):
+    (name, version), _ = item
+    return (name is None, name or "", -1 if version is None else version)
+
+
+def _n(value):
+    return "-" if value is None else str(value)
+
+
+def _volume_text(volume):
+    lines = [
+        f"{'volume':<10} {'topic':<30} {'batches':>8} {'records':>9} {'control':>7} "
+        f"{'bytes':>12} {'uncompressed':>12} {'ratio':>6}"
+    ]
+    for r in volume:
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
+        lines.append(
+            f"{r['api_name']:<10} {r['topic']!s:<30} {_n(r['batches']):>8} "
+            f"{_n(r['records']):>9} {_n(r['control_records']):>7} {_n(r['bytes']):>12} "
+            f"{_n(r['uncompressed_bytes']):>12} {ratio:>6}"
         )
     return "\n".join(lines)
 
 
-def status_counts(pairs):
-    counts = pairs["status"].value_counts()
-    return {status: int(counts.get(status, 0)) for status in STATUSES}
-
-
-def summary_text(pairs, title=""):
-    lines = [title] if title else []
-    table = api_summary(pairs)
-    if table.empty:
-        lines.append("no Kafka exchanges found")
-    else:
-        header = f"{'api':<28} {'ver':>3} {'requests':>8} {'p50 ms':>9} {'p95 ms':>9} "
-        header += f"{'p99 ms':>9} {'max ms':>9}  errors"
-        lines.append(header)
-        for r in table.itertuples(index=False):
-            name = r.api_name if isinstance(r.api_name, str) else "unknown"
-            version = "?" if pd.isna(r.api_version) else str(r.api_version)
-            errors = ", ".join(f"{k} x{v}" for k, v in r.errors.items()) or "-"
-            cells = [
-                f"{v:9.2f}" if v == v else f"{'-':>9}"
-                for v in (r.p50_ms, r.p95_ms, r.p99_ms, r.max_ms)
-            ]
-            lines.append(f"{name:<28} {version:>3} {r.requests:>8} {' '.join(cells)}  {errors}")
-    counts = status_counts(pairs)
-    lines.append("status: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+def _codec_text(codecs):
+    lines = [f"{'codec':<10} {'':<30} {'bytes':>12} {'uncompressed':>12} {'ratio':>6}"]
+    for c in codecs:
+        ratio = "-" if c["ratio"] is None else f"{c['ratio']:.2f}"
+        lines.append(
+            f"{c['api_name']:<10} {c['codec']:<30} {c['bytes']:>12} "
+            f"{_n(c['uncompressed_bytes']):>12} {ratio:>6}"
+        )
     return "\n".join(lines)
+
+
+def summarise(exchanges):
+    summary = Summary()
+    for e in exchanges:
+        summary.add(e)
+    return summary

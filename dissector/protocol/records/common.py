@@ -13,6 +13,9 @@ class Limits:
     # False: batches without their records: headers, CRCs, sizes (decompressed, to know the
     # uncompressed size) but no record parsing, the costly part.
     records: bool = True
+    # False (with records False): compressed batches are not decompressed, so their
+    # uncompressed size stays unknown; decompression is most of the cost of a batch.
+    decompress: bool = True
 
 
 DEFAULT_LIMITS = Limits()

@@ -96,6 +96,8 @@ def decode_message(raw, pos, end, limits):
         batch["record_count"] = 1
         return batch
     batch["compressed_size"] = None if m.value is None else len(m.value)
+    if not limits.decompress:
+        return batch  # what it wraps stays unknown, by choice
     state = _State()
     try:
         _expand(m, m.offset, 1, limits, state, records)

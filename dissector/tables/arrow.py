@@ -1,0 +1,107 @@
+"""Exchanges into Arrow record batches of the declared schemas, and those into pandas.
+
+Tables are built column by column, a batch of exchanges at a time, as exchanges complete: a
+file, a Spark task or a live view never needs the whole table.
+"""
+
+import base64
+import json
+from itertools import islice
+
+import pandas as pd
+import pyarrow as pa
+
+from .schema import RECORD_TIME, SCHEMAS
+
+BATCH_ROWS = 4096  # exchanges per batch: large enough for Arrow, small enough to stream
+
+
+def _json_default(value):
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    raise TypeError(f"{type(value).__name__} in a decoded body")
+
+
+_encode = json.JSONEncoder(default=_json_default, separators=(",", ":")).encode
+
+
+def body_json(body):
+    """A decoded body as JSON text (bytes as base64; tag numbers become text keys)."""
+    return None if body is None else _encode(body)
+
+
+def parse_body(value):
+    """A body from any table back to a dict: JSON text is parsed, dicts pass through."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def parse_bodies(pairs):
+    """A pairs DataFrame with `request` and `response` parsed from JSON text into dicts."""
+    return pairs.assign(
+        request=pairs["request"].map(parse_body, na_action="ignore").astype(object),
+        response=pairs["response"].map(parse_body, na_action="ignore").astype(object),
+    )
+
+
+def _chunks(items, size):
+    it = iter(items)
+    while chunk := list(islice(it, size)):
+        yield chunk
+
+
+def arrow_batches(items, table="pairs", batch_rows=BATCH_ROWS):
+    """Record batches of `table` from exchanges (or, for "streams", the accounting rows)."""
+    from . import ROW_BUILDERS
+
+    schema = SCHEMAS[table]
+    if table == "pairs":
+        from .pairs import pairs_columns
+
+        for chunk in _chunks(items, batch_rows):
+            yield _batch(pairs_columns(chunk), schema)
+        return
+    rows_of = ROW_BUILDERS[table]
+    rows = []
+    for item in items:
+        rows += rows_of(item)
+        if len(rows) >= batch_rows:
+            yield pa.RecordBatch.from_pylist(rows, schema=schema)
+            rows = []
+    if rows:
+        yield pa.RecordBatch.from_pylist(rows, schema=schema)
+
+
+def _batch(columns, schema):
+    arrays = [pa.array(columns[f.name], type=f.type) for f in schema]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+_PANDAS_TYPES = {
+    pa.int8(): pd.Int8Dtype(),
+    pa.int16(): pd.Int16Dtype(),
+    pa.int32(): pd.Int32Dtype(),
+    pa.int64(): pd.Int64Dtype(),
+    pa.bool_(): pd.BooleanDtype(),
+    pa.float64(): pd.Float64Dtype(),
+}
+
+
+def to_pandas(batches, table="pairs"):
+    """A DataFrame of record batches (or an Arrow table): nullable integer and boolean
+    columns, UTC timestamps, lists as Python lists, binary as bytes."""
+    schema = SCHEMAS[table]
+    data = batches if isinstance(batches, pa.Table) else pa.Table.from_batches(batches, schema)
+    df = data.to_pandas(types_mapper=_PANDAS_TYPES.get)
+    for f in schema:
+        if f.type == RECORD_TIME and f.name in df:
+            # Any int64 is a legal record timestamp; those a pandas datetime cannot hold
+            # (before 1677, after 2262) become NaT here and stay exact in Arrow and files.
+            ms = data.column(f.name).cast(pa.int64()).to_pandas().astype("Int64")
+            df[f.name] = pd.to_datetime(ms, unit="ms", utc=True, errors="coerce")
+        elif pa.types.is_float64(f.type):
+            df[f.name] = df[f.name].astype("float64")  # NaN for missing, as numbers expect
+        elif pa.types.is_list(f.type) and f.name in df:
+            df[f.name] = pd.Series(data.column(f.name).to_pylist(), index=df.index, dtype=object)
+    return df

@@ -1,0 +1,195 @@
+"""The tables, declared once: column names, Arrow types and nullability.
+
+Every output is built from these declarations: pandas DataFrames, parquet/csv/jsonl files,
+Spark DataFrames and the live view. Timestamps are exact integer nanoseconds from the capture
+(`timestamp[ns, UTC]`); record timestamps are Kafka's milliseconds. Decoded bodies
+(`request`, `response`) are JSON text, with bytes as base64, the one form that pandas, parquet
+and Spark all hold as it is.
+"""
+
+import pyarrow as pa
+
+TIME = pa.timestamp("ns", tz="UTC")
+RECORD_TIME = pa.timestamp("ms", tz="UTC")
+HEADER = pa.struct([("key", pa.string()), ("value", pa.binary())])
+
+
+def _schema(*columns):
+    return pa.schema([pa.field(name, kind, nullable=nullable) for name, kind, nullable in columns])
+
+
+# The columns of an exchange that the derived tables repeat on every row.
+_EXCHANGE = {
+    "stream": (pa.int64(), False),
+    "client": (pa.string(), False),
+    "broker": (pa.string(), False),
+    "protocol": (pa.string(), False),
+    "api_key": (pa.int16(), True),
+    "api_name": (pa.string(), True),
+    "api_version": (pa.int16(), True),
+    "correlation_id": (pa.int32(), True),
+    "client_id": (pa.string(), True),
+    "request_frame": (pa.int64(), True),
+    "response_frame": (pa.int64(), True),
+    "request_start": (TIME, True),
+    "request_end": (TIME, True),
+    "response_start": (TIME, True),
+    "response_end": (TIME, True),
+    "latency_ms": (pa.float64(), True),
+    "server_ms": (pa.float64(), True),
+    "queue_ms": (pa.float64(), True),
+    "status": (pa.string(), False),
+}
+
+
+def _exchange(*names):
+    return [(name, *_EXCHANGE[name]) for name in names]
+
+
+PAIRS = _schema(
+    *_exchange(
+        "stream",
+        "client",
+        "broker",
+        "protocol",
+        "api_key",
+        "api_name",
+        "api_version",
+        "correlation_id",
+        "client_id",
+        "request_frame",
+        "response_frame",
+        "request_start",
+        "request_end",
+        "response_start",
+        "response_end",
+        "latency_ms",
+        "server_ms",
+        "queue_ms",
+    ),
+    ("request_bytes", pa.int64(), True),
+    ("response_bytes", pa.int64(), True),
+    ("error_code", pa.int16(), True),
+    ("error_name", pa.string(), True),
+    ("throttle_ms", pa.int32(), True),
+    ("topics", pa.list_(pa.string()), False),
+    *_exchange("status"),
+    ("reason", pa.string(), True),
+    ("request", pa.string(), True),
+    ("response", pa.string(), True),
+)
+
+PARTITIONS = _schema(
+    *_exchange(
+        "stream",
+        "client",
+        "broker",
+        "api_key",
+        "api_name",
+        "api_version",
+        "correlation_id",
+        "client_id",
+        "request_frame",
+        "response_frame",
+        "request_start",
+        "response_end",
+        "latency_ms",
+        "status",
+    ),
+    ("topic", pa.string(), True),
+    ("topic_id", pa.string(), True),
+    ("partition", pa.int32(), True),
+    ("error_code", pa.int16(), True),
+    ("error_name", pa.string(), True),
+    ("fetch_offset", pa.int64(), True),
+    ("high_watermark", pa.int64(), True),
+    ("last_stable_offset", pa.int64(), True),
+    ("log_start_offset", pa.int64(), True),
+    ("base_offset", pa.int64(), True),
+    ("committed_offset", pa.int64(), True),
+    ("offset", pa.int64(), True),
+    ("timestamp", pa.int64(), True),
+    ("leader_id", pa.int32(), True),
+    ("records_from", pa.string(), True),
+    ("batches", pa.int64(), True),
+    ("records", pa.int64(), True),
+    ("control_records", pa.int64(), True),
+    ("bytes", pa.int64(), True),
+    ("uncompressed_bytes", pa.int64(), True),
+    ("compression", pa.string(), True),
+    ("lag", pa.int64(), True),
+    ("committed_lag", pa.int64(), True),
+)
+
+RECORDS = _schema(
+    *_exchange(
+        "stream",
+        "client",
+        "broker",
+        "protocol",
+        "api_name",
+        "api_version",
+        "correlation_id",
+        "client_id",
+    ),
+    ("frame", pa.int64(), True),
+    ("direction", pa.string(), False),
+    ("topic", pa.string(), True),
+    ("partition", pa.int32(), True),
+    ("offset", pa.int64(), True),
+    ("timestamp", RECORD_TIME, True),
+    ("timestamp_type", pa.string(), True),
+    ("key", pa.binary(), True),
+    ("value", pa.binary(), True),
+    ("headers", pa.list_(HEADER), False),
+    ("producer_id", pa.int64(), True),
+    ("producer_epoch", pa.int16(), True),
+    ("sequence", pa.int64(), True),
+    ("magic", pa.int8(), True),
+    ("compression", pa.string(), True),
+    ("transactional", pa.bool_(), True),
+    ("control", pa.string(), True),
+    ("crc_ok", pa.bool_(), True),
+    ("batch_status", pa.string(), True),
+)
+
+STREAMS = _schema(
+    ("stream", pa.int64(), False),
+    ("direction", pa.string(), False),
+    ("client", pa.string(), False),
+    ("broker", pa.string(), False),
+    ("kafka", pa.bool_(), False),
+    ("protocol", pa.string(), True),
+    ("client_side_from", pa.string(), True),
+    ("end", pa.string(), True),
+    ("ended_by", pa.string(), True),
+    ("end_frame", pa.int64(), True),
+    ("end_time", TIME, True),
+    ("first_frame", pa.int64(), True),
+    ("last_frame", pa.int64(), True),
+    *(
+        (name, pa.int64(), False)
+        for name in (
+            "bytes_seen",
+            "bytes_duplicate",
+            "bytes_dropped",
+            "bytes_missing",
+            "bytes_delivered",
+            "bytes_framed",
+            "bytes_skipped",
+            "bytes_decoded",
+            "bytes_malformed",
+            "bytes_unused",
+            "frames",
+            "malformed_frames",
+            "gaps",
+        )
+    ),
+)
+
+SCHEMAS = {"pairs": PAIRS, "partitions": PARTITIONS, "records": RECORDS, "streams": STREAMS}
+TABLES = tuple(SCHEMAS)
+
+
+def columns(table):
+    return tuple(SCHEMAS[table].names)
