@@ -22,9 +22,11 @@ class CaptureError(DissectorError):
 
 
 class DecodeError(DissectorError):
-    """Bytes that do not decode as the message they should be; offset is within the frame."""
+    """Bytes that do not decode as the message they should be; offset is within the frame.
+    partial: the fields of the body decoded before the failure, where there are some."""
 
-    def __init__(self, reason, offset):
+    def __init__(self, reason, offset, partial=None):
         self.reason = reason
         self.offset = offset
+        self.partial = partial
         super().__init__(f"{reason} at offset {offset}")

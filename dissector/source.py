@@ -35,7 +35,7 @@ class Dissection:
 
     def __iter__(self):
         d = self.dissector
-        with open_capture(self.path) as reader:
+        with _opened(self.path) as reader:
             self._reader = reader
             bar = _progress_bar(self.path, reader.total_bytes, self.progress)
             done = 0
@@ -73,6 +73,18 @@ class Dissection:
             f"{self.path}: frame {frame}, offset {offset}: {skipped} of {d.packets} packets "
             f"skipped, of link types the dissector does not read: {kinds}"
         )
+
+
+def _opened(path):
+    """open_capture, with the errors of opening a file said in one line, naming it."""
+    try:
+        return open_capture(path)
+    except FileNotFoundError:
+        raise CaptureError(path, "no such file") from None
+    except IsADirectoryError:
+        raise CaptureError(path, "is a directory") from None
+    except PermissionError:
+        raise CaptureError(path, "permission denied") from None
 
 
 def _progress_bar(path, total, wanted):

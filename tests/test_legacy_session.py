@@ -6,12 +6,11 @@ from the 0.7 wire-format documents by tools/make_legacy_captures.py.
 """
 
 import json
+from base64 import b64decode
 from pathlib import Path
 
 import pandas as pd
 import pytest
-
-from base64 import b64decode
 
 import dissector
 

@@ -55,7 +55,9 @@ def table_records(rows):
             r.topic,
             describe(r.key),
             describe(r.value),
-            tuple((h["key"], None if h["value"] is None else h["value"].decode()) for h in r.headers),
+            tuple(
+                (h["key"], None if h["value"] is None else h["value"].decode()) for h in r.headers
+            ),
             None if r.timestamp is pd.NaT else int(r.timestamp.value // 1_000_000),
         )
         for r in rows.itertuples()

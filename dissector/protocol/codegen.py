@@ -124,22 +124,27 @@ class _Writer:
                     i += 1
                 body += self.fixed_run(run, depth)
                 continue
-            body += self.read(f, "v", depth)
-            if not self.scan:
+            if self.scan:
+                body += self.read(f, "v", depth)
+            elif self.container(f):
+                # Attached before it is filled: a body cut short keeps what was decoded.
+                body += self.read(f, "v", depth, attach=f"d[{f['name']!r}] = v")
+            else:
+                body += self.read(f, "v", depth)
                 body.append(f"d[{f['name']!r}] = v")
             i += 1
         if self.flexible:
             body += self.tag_section(tagged, depth)
-        self.lines.append(f"def {name}(buf, pos, ctx):")
-        if self.scan:
-            self.lines += ["    " + line for line in body]
-            self.lines.append("    return pos")
-        else:
-            self.lines.append("    d = {}")
-            self.lines += ["    " + line for line in body]
-            self.lines.append("    return d, pos")
+        # Scanners return the position; decoders fill the dict they are given.
+        self.lines.append(f"def {name}(buf, pos, ctx{'' if self.scan else ', d'}):")
+        self.lines += ["    " + line for line in body]
+        self.lines.append("    return pos")
         self.lines.append("")
         return name
+
+    @staticmethod
+    def container(f):
+        return f["type"] in ("struct", "[]struct")
 
     def present(self, f):
         return in_range(self.version, f["versions"])
@@ -194,9 +199,10 @@ class _Writer:
                 return [f"if {var}: ctx.topics.extend(t for t in {var} if t)"]
         return []
 
-    def read(self, f, var, depth, force=False):
+    def read(self, f, var, depth, force=False, attach=None):
         """Lines that read field f into `var`, advancing pos (scanning and not force: step
-        over it unless it carries a note)."""
+        over it unless it carries a note). attach: a line run once a struct's dict or an
+        array's list exists, before it is filled."""
         t = f["type"]
         compact = self.compact(f)
         if self.scan and not force:
@@ -222,16 +228,22 @@ class _Writer:
             return lines
         if t == "struct":
             fn = self.struct_function(f["fields"], depth + 1)
-            call = f"pos = {fn}(buf, pos, ctx)" if self.scan else f"{var}, pos = {fn}(buf, pos, ctx)"
-            if self.nullable(f):
-                return [
-                    "(m,), pos = i8(buf, pos), pos + 1",
-                    f"if m < 0: {var} = None",
-                    f"else: {call}",
+            if self.scan:
+                call = [f"pos = {fn}(buf, pos, ctx)"]
+            else:
+                call = [
+                    f"{var} = {{}}",
+                    *([attach] if attach else []),
+                    f"pos = {fn}(buf, pos, ctx, {var})",
                 ]
-            return [call]
+            if self.nullable(f):
+                lines = ["(m,), pos = i8(buf, pos), pos + 1", f"if m < 0: {var} = None"]
+                if attach and not self.scan:
+                    lines.append(f"if m < 0: {attach}")
+                return lines + ["else:", *("    " + line for line in call)]
+            return call
         if t.startswith("[]"):
-            return self.read_array(f, var, depth, compact) + self.notes(f, var, depth)
+            return self.read_array(f, var, depth, compact, attach) + self.notes(f, var, depth)
         raise ValueError(f"unknown field type {t!r} in {f['name']}")
 
     def skip(self, f, t, var, depth, compact):
@@ -260,7 +272,7 @@ class _Writer:
             ]
         return None
 
-    def read_array(self, f, var, depth, compact):
+    def read_array(self, f, var, depth, compact, attach=None):
         elem = f["type"][2:]
         if compact:  # a one-byte count (nearly all) inline
             lines = [
@@ -272,7 +284,7 @@ class _Writer:
                 f"if n < 0: {var} = None",
             ]
         else:
-            lines = [f"n, pos = array_count(buf, pos, False)", f"if n is None: {var} = None"]
+            lines = ["n, pos = array_count(buf, pos, False)", f"if n is None: {var} = None"]
         if self.scan and elem == "struct":
             fn = self.struct_function(f["fields"], depth + 1)
             return lines + ["else:", "    for _ in range(n): pos = " + f"{fn}(buf, pos, ctx)"]
@@ -285,12 +297,16 @@ class _Writer:
             ]
         if elem == "struct":
             fn = self.struct_function(f["fields"], depth + 1)
+            if attach:
+                lines.append(f"if {'n < 0' if compact else 'n is None'}: {attach}")
             lines += [
                 "else:",
                 f"    {var} = []",
+                *([f"    {attach}"] if attach else []),
                 "    for _ in range(n):",
-                f"        e, pos = {fn}(buf, pos, ctx)",
+                "        e = {}",
                 f"        {var}.append(e)",
+                f"        pos = {fn}(buf, pos, ctx, e)",
             ]
         elif elem in FIXED and elem != "uuid":
             code, size = FIXED[elem]
@@ -348,8 +364,8 @@ def scan_tags(buf, pos, ctx, known):
 
 
 def compile_decoder(definition, version, scan=False):
-    """A function decode(buf, pos, ctx) -> (dict, pos) for one version of a message; with
-    scan, a function scan(buf, pos, ctx) -> pos that only takes the notes."""
+    """A function decode(buf, pos, ctx, d) -> pos filling the dict d with one version of a
+    message; with scan, a function scan(buf, pos, ctx) -> pos that only takes the notes."""
     flexible = in_range(version, definition["flexibleVersions"])
     writer = _Writer(flexible, version, scan)
     entry = writer.struct_function(definition["fields"], 0)
@@ -359,4 +375,15 @@ def compile_decoder(definition, version, scan=False):
     exec(code, writer.namespace)
     decode = writer.namespace[entry]
     decode.source = source
+    return decode
+
+
+def returning_dict(fill):
+    """decode(buf, pos, ctx) -> (dict, pos) from a generated fill(buf, pos, ctx, d) -> pos."""
+
+    def decode(buf, pos, ctx):
+        d = {}
+        return d, fill(buf, pos, ctx, d)
+
+    decode.source = fill.source
     return decode

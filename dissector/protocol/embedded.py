@@ -12,7 +12,7 @@ from functools import cache
 from ..errors import DecodeError
 from . import schema
 from .apikeys import JOIN_GROUP, SYNC_GROUP
-from .codegen import Context, compile_decoder
+from .codegen import Context, compile_decoder, returning_dict
 from .primitives import i16
 
 SUBSCRIPTION = "ConsumerProtocolSubscription"
@@ -21,7 +21,7 @@ ASSIGNMENT = "ConsumerProtocolAssignment"
 
 @cache
 def _decoder(name, version):
-    return compile_decoder(schema.data_schema(name), version)
+    return returning_dict(compile_decoder(schema.data_schema(name), version))
 
 
 def decode_embedded(name, raw, strict=False):

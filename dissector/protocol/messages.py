@@ -7,13 +7,22 @@ from typing import NamedTuple
 from ..errors import DecodeError
 from . import schema
 from .apikeys import API_VERSIONS, CONTROLLED_SHUTDOWN
-from .codegen import Context, compile_decoder
-from .primitives import i16
+from .codegen import Context, compile_decoder, returning_dict
+from .primitives import i16, i32, string
 
 
 @cache
 def body_decoder(api_key, kind, version):
-    """The generated decoder of a request or response body, or None for unknown versions."""
+    """The generated decoder of a request or response body, or None for unknown versions:
+    decode(buf, pos, ctx) -> (dict, pos)."""
+    fill = body_filler(api_key, kind, version)
+    return None if fill is None else returning_dict(fill)
+
+
+@cache
+def body_filler(api_key, kind, version):
+    """fill(buf, pos, ctx, d) -> pos: decodes into d, which keeps what was decoded when the
+    body is cut short."""
     definition = schema.message(api_key, kind, version)
     return None if definition is None else compile_decoder(definition, version)
 
@@ -27,7 +36,7 @@ def body_scanner(api_key, kind, version):
 
 @cache
 def _header_decoder(name, version):
-    return compile_decoder(schema.header(name), version)
+    return returning_dict(compile_decoder(schema.header(name), version))
 
 
 @cache
@@ -58,17 +67,42 @@ class RequestHeader(NamedTuple):
 
 
 def decode_request_header(buf):
+    """The request header. api_key, api_version and correlation_id sit at the same offsets
+    in every header version, so a header whose version the schema cannot tell (an unknown
+    API key or version, sent with another header version than guessed) still gives them,
+    and its client id when one parses there."""
     if len(buf) < 8:
         raise DecodeError(f"request of {len(buf)} bytes is shorter than a header", 0)
     api_key, version = i16(buf, 0)[0], i16(buf, 2)[0]
     hv = request_header_version(api_key, version)
     try:
         d, end = _header_decoder("RequestHeader", hv)(buf, 0, _HEADER_CONTEXT)
-    except (struct.error, IndexError):
-        raise DecodeError("request header runs past the end of the frame", len(buf)) from None
+    except (struct.error, IndexError, DecodeError):
+        if schema.message(api_key, "request", version) is not None:
+            raise DecodeError("request header runs past the end of the frame", len(buf)) from None
+        return _bare_header(buf, api_key, version)
     return RequestHeader(
         api_key, version, d["CorrelationId"], d.get("ClientId"), d.get("_unknown_tags"), end
     )
+
+
+def _bare_header(buf, api_key, version):
+    """The fixed fields of a header the schema cannot tell, and a client id if one fits."""
+    (correlation_id,) = i32(buf, 4)
+    try:
+        client_id, end = string(buf, 8)
+    except (struct.error, DecodeError):
+        client_id, end = None, 8
+    return RequestHeader(api_key, version, correlation_id, client_id, None, end)
+
+
+def unknown(api_key, version):
+    """Why a message has no schema: its API key or its version is unknown."""
+    name = schema.api_names().get(api_key)
+    if name is None:
+        return f"unknown API key {api_key}"
+    low, high = schema.version_range(api_key)
+    return f"unknown version: {name} v{version} (known: v{low} to v{high})"
 
 
 def decode_response_header(buf, api_key, version):
@@ -87,15 +121,19 @@ def decode_body(api_key, kind, version, buf, pos, ctx):
     Bytes after the last field are kept under "_trailing_bytes" rather than rejected:
     brokers ignore them too, and some clients send them (librdkafka's Metadata v12).
     """
-    decode = body_decoder(api_key, kind, version)
-    if decode is None:
-        raise DecodeError(f"no schema for {kind} key {api_key} version {version}", pos)
+    fill = body_filler(api_key, kind, version)
+    if fill is None:
+        raise DecodeError(unknown(api_key, version), pos)
+    body = {}
     try:
-        body, end = decode(buf, pos, ctx)
+        end = fill(buf, pos, ctx, body)
+    except DecodeError as e:
+        e.partial = body
+        raise
     except (struct.error, IndexError):
-        raise DecodeError(f"{kind} ends before its fields do", len(buf)) from None
+        raise DecodeError(f"{kind} ends before its fields do", len(buf), body) from None
     except RecursionError:
-        raise DecodeError(f"{kind} nests too deeply", pos) from None
+        raise DecodeError(f"{kind} nests too deeply", pos, body) from None
     if end != len(buf):
         body["_trailing_bytes"] = bytes(buf[end:])
     return body
@@ -105,7 +143,7 @@ def scan_body(api_key, kind, version, buf, pos, ctx):
     """Walk a body as decode_body would, taking only ctx's notes; raises as it would."""
     scan = body_scanner(api_key, kind, version)
     if scan is None:
-        raise DecodeError(f"no schema for {kind} key {api_key} version {version}", pos)
+        raise DecodeError(unknown(api_key, version), pos)
     try:
         scan(buf, pos, ctx)
     except (struct.error, IndexError):

@@ -11,6 +11,9 @@ class Directory:
     def __init__(self):
         self.topic_names = {}  # topic id (Kafka's base64 text) -> name
         self.group_types = {}  # group id -> protocol type ("consumer", "connect", ...)
+        # Broker endpoints ((ip, port)) that connections seen so far proved to speak Kafka:
+        # another connection to one is Kafka even when its first request is odd.
+        self.kafka_endpoints = set()
 
     def learn(self, api_key, request, response):
         if response and api_key in (METADATA, CREATE_TOPICS):

@@ -57,8 +57,12 @@ class LegacySession:
         except DecodeError as e:
             self.bad.count(RESPONSE, frame.data)
             return [build(self.conn, PROTOCOL, req, Side(frame, reason=f"0.7 response: {e}"))]
-        code = body.get("ErrorCode", 0)
-        resp = Side(frame, body, error=code, error_name=body.get("error_name"))
+        code, name = body.get("ErrorCode", 0), body.get("error_name")
+        if not code:  # else the first failed part of a Multi-Fetch, as 0.8+ reports it
+            failed = next((p for p in body.get("TopicPartitions") or () if p["ErrorCode"]), None)
+            if failed is not None:
+                code, name = failed["ErrorCode"], failed["error_name"]
+        resp = Side(frame, body, error=code, error_name=name)
         return [build(self.conn, PROTOCOL, req, resp)]
 
     def response_lost(self):

@@ -132,13 +132,14 @@ class ModernSession:
         self.client_id = header.client_id
         if key in EAGER:
             body, ctx, reason = self._decode(key, "request", version, data, header.end)
-            if body is not None:
+            if body is not None and reason is None:  # learn only from whole bodies
                 self.directory.learn(key, body, None)
                 if key == SASL_HANDSHAKE:
                     self.mechanism = body.get("Mechanism")
                 elif key in GROUP_PROTOCOL:
                     group = self.directory.group_type(key, body, None)
                     decode_group_protocol(key, body, None, group)
+            if body is not None:
                 sasl.redact_body(key, body, self.mechanism, True, self.show_secrets)
         else:
             body, ctx, reason = self._scan(key, "request", version, data, header.end)
@@ -166,22 +167,24 @@ class ModernSession:
         return []
 
     def _decode(self, key, kind, version, data, pos):
-        """(body, ctx, reason) of a body decoded in full."""
+        """(body, ctx, reason) of a body decoded in full. A body cut short keeps the fields
+        decoded before the failure, and `_stopped_at`, the offset where decoding stopped."""
         ctx = Context(self.records)
         try:
             return messages.decode_body(key, kind, version, data, pos, ctx), ctx, None
         except DecodeError as e:
             self.bad.count(REQUEST if kind == "request" else RESPONSE, data)
-            return None, ctx, f"{kind} body: {e}"
+            partial = dict(e.partial, _stopped_at=e.offset) if e.partial else None
+            return partial, ctx, f"{kind} body: {e}"
 
     def _scan(self, key, kind, version, data, pos):
-        """(LazyBody, ctx, reason) of a body scanned for its notes, decoded when read."""
+        """(LazyBody, ctx, reason) of a body scanned for its notes, decoded when read; a body
+        that does not scan is decoded at once, for what it holds before the failure."""
         ctx = Context(self.records)
         try:
             messages.scan_body(key, kind, version, data, pos, ctx)
-        except DecodeError as e:
-            self.bad.count(REQUEST if kind == "request" else RESPONSE, data)
-            return None, ctx, f"{kind} body: {e}"
+        except DecodeError:
+            return self._decode(key, kind, version, data, pos)
         return LazyBody(_decode_later, key, kind, version, data, pos, self.records), ctx, None
 
     def _topics(self, ctx):
@@ -273,13 +276,14 @@ class ModernSession:
             return build(self.conn, PROTOCOL, req, resp, queue_ns=queued)
         if key in EAGER:
             body, ctx, reason = self._decode(key, "response", version, data, pos)
-            if body is not None:
+            if body is not None and reason is None:
                 self.directory.learn(key, req.body, body)
                 if key in GROUP_PROTOCOL:
                     group = self.directory.group_type(key, req.body, body)
                     decode_group_protocol(key, None, body, group)
                 elif key == SASL_HANDSHAKE and version == 0 and not body.get("ErrorCode"):
                     self.raw_sasl = True
+            if body is not None:
                 sasl.redact_body(key, body, self.mechanism, False, self.show_secrets)
         else:
             body, ctx, reason = self._scan(key, "response", version, data, pos)

@@ -4,17 +4,18 @@ Arrow batches (`arrow.py`), read as pandas, written to files (`output.py`), summ
 
 from .arrow import arrow_batches, body_json, parse_bodies, parse_body, to_pandas
 from .pairs import order, pairs_rows
-from .partitions import exchange_partitions
+from .partitions import PartitionRows
 from .records import exchange_records
 from .schema import SCHEMAS, TABLES
 from .streams import stream_rows
 
-# table -> function from one exchange (one accounting row for "streams") to its rows
+# table -> a new function from one exchange (one accounting row for "streams") to its rows;
+# a function per table built, as some remember what came before (high watermarks)
 ROW_BUILDERS = {
-    "pairs": pairs_rows,
-    "partitions": exchange_partitions,
-    "records": lambda e: list(exchange_records(e)),
-    "streams": stream_rows,
+    "pairs": lambda: pairs_rows,
+    "partitions": PartitionRows,
+    "records": lambda: lambda e: list(exchange_records(e)),
+    "streams": lambda: stream_rows,
 }
 
 # The order a whole table is given in: capture order, as Wireshark lists packets.

@@ -62,7 +62,7 @@ def arrow_batches(items, table="pairs", batch_rows=BATCH_ROWS):
         for chunk in _chunks(items, batch_rows):
             yield _batch(pairs_columns(chunk), schema)
         return
-    rows_of = ROW_BUILDERS[table]
+    rows_of = ROW_BUILDERS[table]()
     rows = []
     for item in items:
         rows += rows_of(item)

@@ -154,8 +154,10 @@ def _parse(value, kind):
     if pa.types.is_list(kind):
         items = json.loads(value) if isinstance(value, str) else value
         if pa.types.is_struct(kind.value_type):
-            return [dict(h, value=None if h["value"] is None else base64.b64decode(h["value"]))
-                    for h in items]
+            return [
+                dict(h, value=None if h["value"] is None else base64.b64decode(h["value"]))
+                for h in items
+            ]
         return items
     if not isinstance(value, str):
         return value

@@ -51,20 +51,34 @@ RECORD_COLUMNS = (
 COLUMNS = columns("partitions")
 
 
-def partition_items(body, topic=None, topic_id=None):
-    """(topic, topic id, partition struct) for every partition-level struct in a body."""
+def partition_items(body, topic=None, topic_id=None, topic_error=None):
+    """(topic, topic id, partition struct, the topic's error) for every partition-level
+    struct in a body; the topic's error is that of the struct naming the topic, if any."""
     if isinstance(body, dict):
         name = next((body[k] for k in TOPIC_KEYS if isinstance(body.get(k), str)), None)
         if name is not None or "TopicId" in body:
             topic, topic_id = name or topic, body.get("TopicId", topic_id)
+            topic_error = error_of(body)
         for value in body.values():
             if isinstance(value, list) and value and isinstance(value[0], dict):
                 keyed = any(k in value[0] for k in PARTITION_KEYS)
                 for item in value:
                     if keyed and (topic is not None or topic_id is not None):
-                        yield topic, topic_id, item
+                        yield topic, topic_id, item, topic_error
                     else:
-                        yield from partition_items(item, topic, topic_id)
+                        yield from partition_items(item, topic, topic_id, topic_error)
+
+
+def error_of(struct):
+    """The first non-zero error field of a struct (ErrorCode, PartitionErrorCode, ...), else
+    0 when it has one, else None."""
+    found = None
+    for key, value in struct.items():
+        if key.endswith("ErrorCode") and isinstance(value, int):
+            if value:
+                return value
+            found = 0
+    return found
 
 
 def partition_index(item):
@@ -80,7 +94,9 @@ def record_summary(records):
     if batches is None:
         return {"bytes": records.get("size")}
     data = control = 0  # None once a batch's count is unknown (compressed message sets)
-    raw_total = 0
+    # The record set as it would be uncompressed: its size, each compressed batch body
+    # counted at its decompressed size (None while one was not decompressed).
+    raw_total = records.get("size")
     codecs = {}  # codec -> [bytes, uncompressed bytes or None]
     last = None
     for b in batches:
@@ -91,15 +107,14 @@ def record_summary(records):
             control += count
         elif data is not None:
             data += count
-        size = b.get("compressed_size") or 0
-        raw = b.get("uncompressed_size")
-        if raw_total is not None:
-            raw_total = None if raw is None else raw_total + raw
         codec = b.get("compression")
-        if codec:
+        if codec and codec != "none" and not codec.startswith("unknown"):
+            size, raw = b.get("compressed_size") or 0, b.get("uncompressed_size")
             c = codecs.setdefault(codec, [0, 0])
             c[0] += size
             c[1] = None if raw is None or c[1] is None else c[1] + raw
+            if raw_total is not None:
+                raw_total = None if raw is None else raw_total - size + raw
         if b.get("magic") == 2 and b.get("last_offset_delta") is not None:
             last = b["base_offset"] + b["last_offset_delta"]
         elif b.get("records"):
@@ -110,26 +125,52 @@ def record_summary(records):
         "control_records": control,
         "bytes": records.get("size"),
         "uncompressed_bytes": raw_total,
-        "compression": ",".join(sorted(codecs)) or None,
+        "compression": ",".join(sorted({b.get("compression") for b in batches} - {None})) or None,
         "codecs": codecs,
         "last_offset": last,
     }
+
+
+class PartitionRows:
+    """Partition rows of exchanges in the order they complete. Remembers the newest high
+    watermark of each topic-partition, for the lag of the committed offsets that follow."""
+
+    def __init__(self):
+        self.high_watermarks = {}  # (topic, partition) -> newest high watermark seen
+
+    def __call__(self, e):
+        rows = exchange_partitions(e)
+        marks = self.high_watermarks
+        for row in rows:
+            key = (row["topic"], row["partition"])
+            hwm = row["high_watermark"]
+            if hwm is not None and hwm >= 0:
+                marks[key] = hwm
+            committed = row["committed_offset"]
+            if committed is not None and committed >= 0 and key in marks:
+                row["committed_lag"] = marks[key] - committed
+        return rows
 
 
 def exchange_partitions(e):
     """The partition rows of one exchange."""
     merged = {}
     for side, body in (("request", e.request), ("response", e.response)):
-        for topic, topic_id, item in partition_items(body):
+        for topic, topic_id, item, topic_error in partition_items(body):
             key = (topic or e.topic_names.get(topic_id, topic_id), partition_index(item))
             merged.setdefault(key, {"topic_id": topic_id, "request": None, "response": None})
             merged[key][side] = item
+            if side == "response":
+                merged[key]["topic_error"] = topic_error
     rows = []
     base = {name: getattr(e, name) for name in EXCHANGE_COLUMNS}
     for (topic, partition), sides in merged.items():
         row = dict(base, topic=topic, topic_id=sides["topic_id"], partition=partition)
         req, resp = sides["request"] or {}, sides["response"] or {}
-        row["error_code"] = code = resp.get("ErrorCode")
+        code = error_of(resp)
+        if not code and sides.get("topic_error"):
+            code = sides["topic_error"]  # the whole topic failed (e.g. unknown topic)
+        row["error_code"] = code
         row["error_name"] = None if code is None else error_name(code)
         for column, field in FIELDS.items():
             row[column] = resp.get(field, req.get(field))

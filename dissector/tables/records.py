@@ -5,7 +5,8 @@ command line ask for when this table is wanted.
 """
 
 from ..protocol import legacy
-from .partitions import partition_index, partition_items
+from ..protocol.apikeys import PRODUCE
+from .partitions import error_of, partition_index, partition_items
 
 EXCHANGE_COLUMNS = (
     "stream",
@@ -19,10 +20,18 @@ EXCHANGE_COLUMNS = (
 )
 
 
-def _batch_rows(base, batches):
+def _batch_rows(base, batches, assigned=None):
+    """Rows of the records of batches. assigned: for records sent in a Produce request, the
+    base offset the broker gave them (_UNKNOWN: none), replacing the client's placeholders."""
     for batch in batches:
         seq0 = batch.get("base_sequence")
         first = batch.get("base_offset")
+        shift = 0
+        if assigned is _UNKNOWN:
+            shift = None
+        elif assigned is not None and first is not None:
+            shift = assigned - first
+            assigned += (batch.get("last_offset_delta") or 0) + 1
         common = dict(
             base,
             producer_id=batch.get("producer_id"),
@@ -40,7 +49,7 @@ def _batch_rows(base, batches):
                 sequence = seq0 + (offset - first)
             yield dict(
                 common,
-                offset=offset,
+                offset=None if shift is None or offset is None else offset + shift,
                 timestamp=record.get("timestamp"),
                 key=_bytes(record.get("key")),
                 value=_bytes(record.get("value")),
@@ -97,9 +106,29 @@ def exchange_records(e):
                         headers=[],
                     )
             continue
-        for topic, topic_id, item in partition_items(body):
+        produced = direction == "request" and e.api_key == PRODUCE
+        assigned = _assigned_offsets(e) if produced else None
+        for topic, topic_id, item, _ in partition_items(body):
             records = item.get("Records")
             if isinstance(records, dict) and records.get("batches"):
                 name = topic or e.topic_names.get(topic_id, topic_id)
-                where = dict(side, topic=name, partition=partition_index(item))
-                yield from _batch_rows(where, records["batches"])
+                partition = partition_index(item)
+                where = dict(side, topic=name, partition=partition)
+                given = None if assigned is None else assigned.get((name, partition), _UNKNOWN)
+                yield from _batch_rows(where, records["batches"], given)
+
+
+_UNKNOWN = object()  # no offset assigned (yet): produced records keep none
+
+
+def _assigned_offsets(e):
+    """(topic, partition) -> the base offset a Produce response assigned to what the request
+    sent there (its records count on from it, batch after batch)."""
+    if not isinstance(e.response, dict):
+        return {}
+    out = {}
+    for topic, topic_id, item, _ in partition_items(e.response):
+        base = item.get("BaseOffset")
+        if base is not None and base >= 0 and not error_of(item):
+            out[(topic or e.topic_names.get(topic_id, topic_id), partition_index(item))] = base
+    return out

@@ -87,7 +87,7 @@ class Summary:
             if c.codecs:
                 sums["uncompressed_bytes_unknown"] += 1
             else:
-                sums["uncompressed_bytes"] += c.plain_bytes
+                sums["uncompressed_bytes"] += end - start
             for codec, size in c.codecs.items():
                 counts = self._codecs[(e.api_name, codec)]
                 counts["bytes"] += size
@@ -141,8 +141,13 @@ class Summary:
             raw = None if c["unknown"] else c["uncompressed_bytes"]
             ratio = raw / c["bytes"] if raw is not None and c["bytes"] else None
             rows.append(
-                {"api_name": api, "codec": codec, "bytes": c["bytes"], "uncompressed_bytes": raw,
-                 "ratio": ratio}
+                {
+                    "api_name": api,
+                    "codec": codec,
+                    "bytes": c["bytes"],
+                    "uncompressed_bytes": raw,
+                    "ratio": ratio,
+                }
             )
         return rows
 
@@ -168,9 +173,7 @@ class Summary:
                     f"{name:<28} {version:>3} {r['requests']:>8} {cells} "
                     f"{r['unanswered']:>10}  {errors}"
                 )
-        lines.append(
-            "status: " + ", ".join(f"{s} {self.statuses.get(s, 0)}" for s in STATUSES)
-        )
+        lines.append("status: " + ", ".join(f"{s} {self.statuses.get(s, 0)}" for s in STATUSES))
         volume = self.volume()
         if volume:
             lines.append(_volume_text(volume))
@@ -180,6 +183,35 @@ class Summary:
         if any(c["uncompressed_bytes"] is None for c in codecs):
             lines.append("uncompressed sizes of compressed batches: not measured (--decompress)")
         return "\n".join(lines)
+
+
+def capture_notes(dissector):
+    """Lines on what the capture held besides exchanges: connections not taken as Kafka, by
+    port, and what it lost (gaps, packets cut by the snap length, bytes skipped)."""
+    rows = [r for r in dissector.streams if r["direction"] == "request"]
+    other = Counter(r["broker"].rsplit(":", 1)[1] for r in rows if not r["kafka"])
+    lines = []
+    if other:
+        ports = ", ".join(f"{p} x{n}" if n > 1 else p for p, n in other.most_common(8))
+        lines.append(f"not Kafka: {sum(other.values())} TCP connections (ports {ports})")
+        if not dissector.kafka_connections:
+            lines.append(
+                "hint: no connection was taken as Kafka; name the broker ports with --port "
+                "to dissect connections whose traffic does not show it"
+            )
+    gaps = sum(r["gaps"] for r in dissector.streams)
+    missing = sum(r["bytes_missing"] for r in dissector.streams)
+    skipped = sum(r["bytes_skipped"] for r in dissector.streams)
+    lost = []
+    if gaps:
+        lost.append(f"{missing} bytes missing in {gaps} gaps")
+    if dissector.cut_packets:
+        lost.append(f"{dissector.cut_packets} packets cut by the snap length")
+    if skipped:
+        lost.append(f"{skipped} bytes skipped re-finding frame boundaries")
+    if lost:
+        lines.append("warning: the capture lost data: " + ", ".join(lost))
+    return lines
 
 
 def _api_order(item):

@@ -77,6 +77,9 @@ def decode_response(request_type, data, request_body=None):
     out = _error(buf, 0, "response")
     pos = len(buf)
     if request_type == FETCH:
+        if request_body:  # what was fetched, as Multi-Fetch parts say it
+            out = {"Topic": request_body.get("Topic"), "Partition": request_body.get("Partition")}
+            out.update(_error(buf, 0, "response"))
         _fetched(out, buf, 2, len(buf), request_body)
     elif len(buf) == 2 and out["ErrorCode"] != 0:
         # A failed request may be answered by the header alone.

@@ -17,14 +17,13 @@ _BATCH_HEADER = 61
 
 
 class Census:
-    __slots__ = ("batches", "records", "control_records", "codecs", "plain_bytes")
+    __slots__ = ("batches", "records", "control_records", "codecs")
 
     def __init__(self):
         self.batches = 0
         self.records = 0  # data records; None once a count is unknown
         self.control_records = 0
         self.codecs = {}  # codec -> bytes of compressed batch bodies
-        self.plain_bytes = 0  # bytes of uncompressed magic 2 batch bodies
 
 
 def census(buf, start, end):
@@ -50,8 +49,6 @@ def census(buf, start, end):
             if codec:
                 name = codec_name(codec)
                 c.codecs[name] = c.codecs.get(name, 0) + stop - pos - _BATCH_HEADER
-            else:
-                c.plain_bytes += stop - pos - _BATCH_HEADER
         elif magic in (0, 1):
             codec = buf[pos + 17] & 0x07
             if codec:
