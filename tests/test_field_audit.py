@@ -94,6 +94,28 @@ def test_summary_hints_at_port_when_nothing_is_kafka(tmp_path):
     assert "not Kafka: 1 TCP connections (ports 9999)" in out and "--port" in out
 
 
+# -- 4. a response captured before its request ----------------------------------------------
+
+
+def test_a_response_captured_before_its_request_is_paired(tmp_path):
+    def build(cap):
+        c = Connection(cap)
+        for corr in (1, 2):  # the connection's first exchange, and a later one
+            (req,) = c.request(encode_request(API_VERSIONS, 3, corr, "c", {}))
+            body = {"ErrorCode": 0, "ApiKeys": []}
+            (resp,) = c.response(encode_response(API_VERSIONS, 3, corr, body))
+            # Recorded on two queues: the response lands in the file first.
+            cap.packets[req - 1], cap.packets[resp - 1] = (
+                cap.packets[resp - 1],
+                cap.packets[req - 1],
+            )
+        c.close()
+
+    pairs = dissector.read_pcap(pcap(tmp_path, build), ports=[9092])
+    assert list(pairs.status) == ["ok", "ok"] and list(pairs.correlation_id) == [1, 2]
+    assert list(zip(pairs.request_frame, pairs.response_frame)) == [(5, 4), (7, 6)]
+
+
 # -- 5. bodies cut short keep what decoded ------------------------------------------------------
 
 
@@ -247,6 +269,36 @@ def test_07_multifetch_part_errors_are_the_exchange_error(tmp_path):
     pairs = dissector.read_pcap(pcap(tmp_path, build), ports=[9092], protocol="0.7")
     (row,) = pairs.itertuples()
     assert (row.api_name, row.error_code, row.status) == ("MultiFetch", 1, "error")
+
+
+# -- 9. who ended a connection -------------------------------------------------------------
+
+
+def test_unanswered_says_who_ended_the_connection():
+    # Tansu hangs up on kcat's Produce v1 (magic 0 message set): the broker's FIN.
+    pairs = dissector.read_pcap(CAPTURES / "kcat.pcap")
+    (row,) = pairs[pairs.status == "unanswered"].itertuples()
+    assert (row.api_name, row.api_version, row.request_frame) == ("Produce", 1, 52)
+    assert row.reason == "connection ended by the broker (FIN) at frame 53"
+    streams = dissector.read_pcap(CAPTURES / "kcat.pcap", table="streams")
+    mine = streams[streams.stream == row.stream].iloc[0]
+    assert (mine.end, mine.ended_by, mine.end_frame) == ("fin", "broker", 53)
+    assert mine.end_time > pairs.loc[pairs.stream == row.stream, "request_end"].max()
+
+
+def test_a_reset_and_the_end_of_the_capture_are_told_apart(tmp_path):
+    from synth import RST
+
+    def build(cap):
+        a = Connection(cap, client=("10.0.0.2", 40001))
+        a.request(encode_request(METADATA, 1, 1, "a", {"Topics": []}))
+        a._send("c", RST, b"")
+        b = Connection(cap, client=("10.0.0.2", 40002))
+        b.request(encode_request(METADATA, 1, 1, "b", {"Topics": []}))
+
+    pairs = dissector.read_pcap(pcap(tmp_path, build), ports=[9092]).set_index("client_id")
+    assert pairs.loc["a", "reason"] == "connection ended by the client (RST) at frame 5"
+    assert pairs.loc["b", "reason"] == "connection ended: the capture ends (last packet frame 9)"
 
 
 # -- 10. queue time ---------------------------------------------------------------------------

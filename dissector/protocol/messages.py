@@ -54,6 +54,9 @@ def response_header_version(api_key, version):
     return 1 if schema.is_flexible(api_key, "response", version) else 0
 
 
+# API keys and versions beyond the schema taken as real (newer than it) rather than as bytes
+# that are no request: Kafka's keys and versions are small numbers.
+PLAUSIBLE = 255
 _HEADER_CONTEXT = Context()  # headers carry nothing a context notes: one serves them all
 
 
@@ -78,7 +81,9 @@ def decode_request_header(buf):
     try:
         d, end = _header_decoder("RequestHeader", hv)(buf, 0, _HEADER_CONTEXT)
     except (struct.error, IndexError, DecodeError):
-        if schema.message(api_key, "request", version) is not None:
+        if schema.message(api_key, "request", version) is not None or not (
+            0 <= api_key <= PLAUSIBLE and 0 <= version <= PLAUSIBLE
+        ):
             raise DecodeError("request header runs past the end of the frame", len(buf)) from None
         return _bare_header(buf, api_key, version)
     return RequestHeader(
@@ -92,7 +97,7 @@ def _bare_header(buf, api_key, version):
     try:
         client_id, end = string(buf, 8)
     except (struct.error, DecodeError):
-        client_id, end = None, 8
+        raise DecodeError("request header runs past the end of the frame", len(buf)) from None
     return RequestHeader(api_key, version, correlation_id, client_id, None, end)
 
 

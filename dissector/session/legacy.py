@@ -8,7 +8,7 @@ from collections import deque
 from ..errors import DecodeError
 from ..protocol import legacy
 from . import exchange as ex
-from .rows import REQUEST, RESPONSE, Malformed, Request, Side, build
+from .rows import REQUEST, RESPONSE, Malformed, Request, Side, build, ended
 
 PROTOCOL = "0.7"
 
@@ -75,7 +75,7 @@ class LegacySession:
 
     def end(self):
         out = [
-            build(self.conn, PROTOCOL, req, status=ex.UNANSWERED, reason="connection ended")
+            build(self.conn, PROTOCOL, req, status=ex.UNANSWERED, reason=ended(self.conn))
             for req in self.pending
         ]
         self.pending.clear()

@@ -26,10 +26,14 @@ from ..protocol.primitives import i32
 from . import exchange as ex
 from .directory import NO_TOPIC_ID
 from .exchange import LazyBody
-from .rows import REQUEST, RESPONSE, Malformed, Request, Side, build
+from .rows import REQUEST, RESPONSE, Malformed, Request, Side, build, ended
 
 PROTOCOL = "0.8+"
 SILENT_WINDOW = 64  # acks=0 produce requests kept in case a broker answers them anyway
+# A response captured before its request is held this long (capture time) for the request
+# to come, and at most this many are held.
+EARLY_WINDOW = 200_000_000
+EARLY_LIMIT = 64
 
 # APIs whose bodies the session reads as they pass (what connections learn from each other,
 # SASL state, secrets to redact): decoded at once. Every other body is scanned for what the
@@ -63,6 +67,7 @@ class ModernSession:
         self.records = records  # the record-set decoder handed to every Context
         self.pending = {}  # correlation id -> deque of Requests (ids may repeat)
         self.sent = deque()  # requests in the order sent; answered ones leave lazily
+        self.early = deque()  # (correlation id, frame) of responses captured before a request
         self.last_response_end = None  # when the broker last finished a response
         # Produce requests with acks=0 expect no response, but some brokers answer them:
         # the newest are kept until a later response proves theirs will not come.
@@ -131,7 +136,7 @@ class ModernSession:
         key, version = header.api_key, header.api_version
         self.client_id = header.client_id
         if key in EAGER:
-            body, ctx, reason = self._decode(key, "request", version, data, header.end)
+            body, ctx, reason = self._decode(key, "request", version, frame, header.end)
             if body is not None and reason is None:  # learn only from whole bodies
                 self.directory.learn(key, body, None)
                 if key == SASL_HANDSHAKE:
@@ -142,7 +147,7 @@ class ModernSession:
             if body is not None:
                 sasl.redact_body(key, body, self.mechanism, True, self.show_secrets)
         else:
-            body, ctx, reason = self._scan(key, "request", version, data, header.end)
+            body, ctx, reason = self._scan(key, "request", version, frame, header.end)
         topics, names = self._topics(ctx)
         req = Request(
             frame,
@@ -157,34 +162,48 @@ class ModernSession:
             reason=reason,
             sets=ctx.record_sets,
         )
-        if key == PRODUCE and reason is None and ctx.fields.get("Acks") == 0:
+        if self.early:
+            early = self._claim_early(req)
+            out = self._expire_early(frame.last_ts)
+            if early is not None:
+                return out + [self._answer(req, early)]
+            if out:
+                return out + self._queue(req, ctx, reason)
+        return self._queue(req, ctx, reason)
+
+    def _queue(self, req, ctx, reason):
+        """A request waits for its response (acks=0 produce requests, for none)."""
+        key = req.api_key
+        if key == PRODUCE and ctx.fields.get("Acks") == 0:
             self.silent.append(req)
             if len(self.silent) > SILENT_WINDOW:
                 return [self._unanswerable(self.silent.popleft())]
             return []
         self.sent.append(req)
-        self.pending.setdefault(header.correlation_id, deque()).append(req)
+        self.pending.setdefault(req.correlation_id, deque()).append(req)
         return []
 
-    def _decode(self, key, kind, version, data, pos):
+    def _decode(self, key, kind, version, frame, pos):
         """(body, ctx, reason) of a body decoded in full. A body cut short keeps the fields
         decoded before the failure, and `_stopped_at`, the offset where decoding stopped."""
+        data = frame.data
         ctx = Context(self.records)
         try:
             return messages.decode_body(key, kind, version, data, pos, ctx), ctx, None
         except DecodeError as e:
-            self.bad.count(REQUEST if kind == "request" else RESPONSE, data)
             partial = dict(e.partial, _stopped_at=e.offset) if e.partial else None
+            self.bad.count(REQUEST if kind == "request" else RESPONSE, data)
             return partial, ctx, f"{kind} body: {e}"
 
-    def _scan(self, key, kind, version, data, pos):
+    def _scan(self, key, kind, version, frame, pos):
         """(LazyBody, ctx, reason) of a body scanned for its notes, decoded when read; a body
         that does not scan is decoded at once, for what it holds before the failure."""
+        data = frame.data
         ctx = Context(self.records)
         try:
             messages.scan_body(key, kind, version, data, pos, ctx)
         except DecodeError:
-            return self._decode(key, kind, version, data, pos)
+            return self._decode(key, kind, version, frame, pos)
         return LazyBody(_decode_later, key, kind, version, data, pos, self.records), ctx, None
 
     def _topics(self, ctx):
@@ -225,9 +244,29 @@ class ModernSession:
         else:
             req = self._answered_silent(corr, out)
             if req is None:
-                resp = Side(frame)
-                return [build(self.conn, PROTOCOL, None, resp, ex.ORPHAN_RESPONSE, corr)]
+                # Its request may come next: captures on several queues or interfaces can
+                # record a response before the request it answers.
+                self.early.append((corr, frame))
+                return self._expire_early(frame.last_ts, len(self.early) > EARLY_LIMIT)
         out.append(self._answer(req, frame))
+        return out
+
+    def _claim_early(self, req):
+        """The response captured before `req` that answers it, taken off the early list."""
+        for i, (corr, frame) in enumerate(self.early):
+            if corr == req.correlation_id:
+                del self.early[i]
+                return frame
+        return None
+
+    def _expire_early(self, now, one_more=False):
+        """Early responses whose request has not come within EARLY_WINDOW are orphans."""
+        out = []
+        early = self.early
+        while early and (one_more or early[0][1].last_ts < now - EARLY_WINDOW):
+            corr, frame = early.popleft()
+            out.append(build(self.conn, PROTOCOL, None, Side(frame), ex.ORPHAN_RESPONSE, corr))
+            one_more = False
         return out
 
     def _passed_over(self, req):
@@ -275,7 +314,7 @@ class ModernSession:
             resp = Side(frame, reason=f"response body: {e}")
             return build(self.conn, PROTOCOL, req, resp, queue_ns=queued)
         if key in EAGER:
-            body, ctx, reason = self._decode(key, "response", version, data, pos)
+            body, ctx, reason = self._decode(key, "response", version, frame, pos)
             if body is not None and reason is None:
                 self.directory.learn(key, req.body, body)
                 if key in GROUP_PROTOCOL:
@@ -286,7 +325,7 @@ class ModernSession:
             if body is not None:
                 sasl.redact_body(key, body, self.mechanism, False, self.show_secrets)
         else:
-            body, ctx, reason = self._scan(key, "response", version, data, pos)
+            body, ctx, reason = self._scan(key, "response", version, frame, pos)
         throttle = ctx.fields.get("ThrottleTimeMs") if body is not None else None
         topics, names = self._topics(ctx)
         resp = Side(
@@ -312,7 +351,7 @@ class ModernSession:
 
     def end(self):
         """The connection is over: requests still waiting are unanswered."""
-        why = "response lost in a capture gap" if self.lost else "connection ended"
+        why = "response lost in a capture gap" if self.lost else ended(self.conn)
         out = [
             build(self.conn, PROTOCOL, req, status=ex.UNANSWERED, reason=why)
             for queue in self.pending.values()
@@ -320,9 +359,14 @@ class ModernSession:
         ]
         out += [self._unanswerable(req) for req in self.silent]
         out += [
-            build(self.conn, PROTOCOL, req, status=ex.UNANSWERED, reason="connection ended")
+            build(self.conn, PROTOCOL, req, status=ex.UNANSWERED, reason=ended(self.conn))
             for req in self.raw_pending
         ]
+        out += [
+            build(self.conn, PROTOCOL, None, Side(frame), ex.ORPHAN_RESPONSE, corr)
+            for corr, frame in self.early
+        ]
+        self.early.clear()
         self.pending.clear()
         self.sent.clear()
         self.silent.clear()

@@ -24,7 +24,16 @@ class Malformed:
 class Side:
     """One decoded (or scanned) frame of an exchange."""
 
-    __slots__ = ("frame", "body", "topics", "error", "error_name", "reason", "names", "sets")
+    __slots__ = (
+        "frame",
+        "body",
+        "topics",
+        "error",
+        "error_name",
+        "reason",
+        "names",
+        "sets",
+    )
 
     def __init__(
         self,
@@ -68,6 +77,29 @@ class Request(Side):
         self.api_version = api_version
         self.correlation_id = correlation_id
         self.client_id = client_id
+
+
+HOW = {"fin": "FIN", "rst": "RST"}
+
+
+def ended(conn):
+    """Why requests still waiting at a connection's end got no answer: who ended it, how,
+    and at which frame ("connection ended by the broker (RST) at frame 812")."""
+    if conn.ended_by is None:
+        if conn.end_reason == "reused":
+            return f"connection ended: its port was reused at frame {conn.end_frame}"
+        if conn.end_reason == "idle":
+            return f"connection ended: idle since frame {conn.end_frame}"
+        return f"connection ended: the capture ends (last packet frame {conn.end_frame})"
+    who = "client" if conn.ended_by == conn.client_side else "broker"
+    how = HOW.get(conn.end_reason, "FIN")
+    return f"connection ended by the {who} ({how}) at frame {conn.end_frame}"
+
+
+def side_name(conn, side):
+    if side is None or conn.client_side is None:
+        return None
+    return "client" if side == conn.client_side else "broker"
 
 
 def endpoint(addr):
@@ -146,7 +178,7 @@ def build(
         reasons.append(reason)
     row.reason = "; ".join(reasons) or None
     if status is None:
-        if row.reason:
+        if reasons:
             status = ex.MALFORMED
         elif row.error_code:
             status = ex.ERROR

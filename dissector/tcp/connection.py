@@ -18,6 +18,9 @@ class Connection:
         "last_frame",
         "last_ts",
         "end_reason",
+        "ended_by",
+        "end_frame",
+        "end_ts",
         "_ignored",
         "_halves",
     )
@@ -32,6 +35,11 @@ class Connection:
         self.last_frame = frame
         self.last_ts = ts
         self.end_reason = None  # reason of the StreamEnd, once ended
+        # Who ended it: the side that sent the first FIN or the RST, with that packet's frame
+        # and time (None: the capture or a reused port ended it, at end_frame).
+        self.ended_by = None
+        self.end_frame = None
+        self.end_ts = None
         self._ignored = False
         self._halves = ()
 
