@@ -113,7 +113,8 @@ def test_a_response_captured_before_its_request_is_paired(tmp_path):
 
     pairs = dissector.read_pcap(pcap(tmp_path, build), ports=[9092])
     assert list(pairs.status) == ["ok", "ok"] and list(pairs.correlation_id) == [1, 2]
-    assert list(zip(pairs.request_frame, pairs.response_frame)) == [(5, 4), (7, 6)]
+    frames = zip(pairs.request_frame, pairs.response_frame, strict=True)
+    assert list(frames) == [(5, 4), (7, 6)]
 
 
 # -- 5. bodies cut short keep what decoded ------------------------------------------------------
