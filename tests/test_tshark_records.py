@@ -1,4 +1,8 @@
-"""Record batches compared with Wireshark's dissector, and where tshark 4.0 is wrong."""
+"""Record batches compared with Wireshark's dissector, and where tshark 4.0 is wrong.
+
+test_tshark_bodies.py compares every value tshark shows; this file states the record-batch
+facts plainly: CRCs, codecs, offsets, timestamps, producer ids, keys and values.
+"""
 
 import json
 from pathlib import Path
@@ -7,7 +11,6 @@ import pytest
 import tshark_oracle
 
 import dissector
-from dissector.tables.partitions import partition_items
 
 CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -19,11 +22,19 @@ pytestmark = [
 
 
 def our_batches(exchange, direction):
+    """The record batches of one side of an exchange, in wire order."""
     body = exchange.request if direction == "request" else exchange.response
-    for _, _, item in partition_items(body or {}):
-        records = item.get("Records")
-        if isinstance(records, dict):
-            yield from records.get("batches", [])
+    yield from _batches(body or {})
+
+
+def _batches(node):
+    for key, value in node.items():
+        if key == "Records" and isinstance(value, dict):
+            yield from value.get("batches", [])
+        elif isinstance(value, list):
+            for item in value:
+                if isinstance(item, dict):
+                    yield from _batches(item)
 
 
 def test_magic_2_batches_agree_with_tshark():
@@ -32,14 +43,14 @@ def test_magic_2_batches_agree_with_tshark():
     frames = {}
     for e in dissector.dissect(path, records="full"):
         if e.api_name == "Produce":
-            frames[e.request_frame] = list(our_batches(e, "request"))
+            frames[e.request_frame, e.correlation_id] = list(our_batches(e, "request"))
         elif e.api_name == "Fetch" and e.response is not None:
-            frames[e.response_frame] = list(our_batches(e, "response"))
+            frames[e.response_frame, e.correlation_id] = list(our_batches(e, "response"))
     compared = batches = records = 0
     for t in tshark_oracle.record_fields(path, 9092):
-        if not t.crcs or t.frame not in frames:
+        ours = frames.get((t.frame, t.correlation_id))
+        if not t.crcs or ours is None:
             continue
-        ours = frames[t.frame]
         assert [b["crc"] for b in ours] == t.crcs
         assert [CODECS[b["compression"]] for b in ours] == t.codecs
         assert [b["last_offset_delta"] for b in ours] == t.last_offset_deltas

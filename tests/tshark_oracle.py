@@ -1,15 +1,61 @@
-"""Wireshark's Kafka dissector as an oracle: the Kafka PDUs tshark finds in a capture.
+"""Wireshark's Kafka dissector as an oracle, through pyshark: the Kafka PDUs tshark finds.
 
-tshark's PDML output has one <proto name="kafka"> element per PDU, so several PDUs in one
-packet stay apart. Only header facts are taken: they are what tshark gets right for every
-version; its body decoding stops at the versions it knows (Debian's 4.0 build: Produce v8,
-Fetch v11, Metadata v9, ...), which it flags as "unsupported".
+pyshark reads tshark's output once per capture and gives each Kafka PDU of a packet its own
+layer, so several PDUs in one packet stay apart. Each PDU keeps every field tshark shows, by
+field name in the order tshark shows them, and the PDU's bytes, so a test can prove tshark
+wrong. A capture is parsed once per test session (pyshark costs milliseconds a packet).
 """
 
+import functools
+import re
 import shutil
 import subprocess
-import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from pyshark.tshark.output_parser.tshark_xml import packet_from_xml_packet
+
+# Fields of the header and the ones tshark computes (request/response matching, expert info):
+# not values read from the body.
+HEADER = frozenset(
+    {
+        "kafka.len",
+        "kafka.api_key",
+        "kafka.api_version",
+        "kafka.request_key",
+        "kafka.response_key",
+        "kafka.request.version",
+        "kafka.response.version",
+        "kafka.correlation_id",
+        "kafka.client_id",
+        "kafka.request_frame",
+        "kafka.response_frame",
+    }
+)
+EXPERT = frozenset(
+    {
+        "kafka.request_missing",
+        "kafka.unknown_api_key",
+        "kafka.unsupported_api_version",
+        "kafka.pdu_length_mismatch",
+        "kafka.bad_array_length",
+        "kafka.bad_string_length",
+        "kafka.bad_bytes_length",
+        "kafka.bad_record_length",
+        "kafka.bad_varint",
+        "kafka.bad_message_set_length",
+        "kafka.unknown_message_magic",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    name: str
+    show: str  # tshark's displayed value
+    raw: str  # hex of the bytes tshark read for it ("" for computed fields)
+    showname: str
+    pos: int
+    size: int
 
 
 @dataclass
@@ -24,73 +70,166 @@ class Pdu:
     client_id: str | None
     request_frame: int | None  # on responses: the request tshark matched it to
     unsupported: bool  # tshark does not know this API key or version (body undecoded)
-    malformed: bool
+    malformed: bool  # tshark reported the packet malformed after this PDU's start
+    fields: dict = field(default_factory=dict)  # name -> [Field], in tshark's order
+    experts: tuple = ()  # names of tshark's expert notes on this PDU
+    raw: bytes | None = None  # the PDU, size prefix included, when tshark shows its bytes
+
+    def body_fields(self):
+        """Fields read from the body: name -> [Field], header and expert notes left out."""
+        body = {
+            name: values
+            for name, values in self.fields.items()
+            if name.startswith("kafka.") and name not in HEADER and name not in EXPERT
+        }
+        # client ids in bodies (DescribeGroups members) are body fields; the header's is not
+        clients = [
+            f
+            for f in self.fields.get("kafka.client_id", ())
+            if self.client_id is None or f is not self.fields["kafka.client_id"][0]
+        ]
+        if clients:
+            body["kafka.client_id"] = clients
+        return body
 
 
 def available():
     return shutil.which("tshark") is not None
 
 
-def _packets(path, port):
-    """tshark's PDML packets of a capture that carry Kafka, port decoded as Kafka."""
+@functools.cache
+def tshark_version():
+    """The installed tshark's major.minor, e.g. "4.0"."""
+    out = subprocess.run(["tshark", "--version"], capture_output=True, text=True).stdout
+    match = re.search(r"TShark \(Wireshark\) (\d+)\.(\d+)", out)
+    return f"{match[1]}.{match[2]}" if match else None
+
+
+@functools.lru_cache(maxsize=16)  # a capture's PDUs take a few MB; damage tests read dozens
+def kafka_pdus(path, port):
+    """Every Kafka PDU tshark finds in a capture, the port decoded as Kafka (cached).
+
+    tshark runs as a plain child process and pyshark turns each packet of its PDML into
+    layers and fields: pyshark's FileCapture waits for tshark through asyncio's child
+    watchers, which lose the child when captures are read from several threads at once (as
+    the damaged-capture comparison does)."""
     out = subprocess.run(
-        ["tshark", "-r", str(path), "-d", f"tcp.port=={port},kafka", "-T", "pdml", "-Y", "kafka"],
+        ["tshark", "-n", "-r", str(path), "-d", f"tcp.port=={port},kafka", "-Y", "kafka"]
+        + ["-T", "pdml"],
         capture_output=True,
         check=True,
         timeout=300,
     ).stdout
-    return ET.fromstring(out).iter("packet")
-
-
-def kafka_pdus(path, port):
     pdus = []
-    for packet in _packets(path, port):
-        frame = srcport = dstport = None
-        for field in packet.iter("field"):
-            name = field.get("name")
-            if name == "frame.number":
-                frame = int(field.get("show"))
-            elif name == "tcp.srcport" and srcport is None:
-                srcport = int(field.get("show"))
-            elif name == "tcp.dstport" and dstport is None:
-                dstport = int(field.get("show"))
-        for proto in packet.findall("proto"):
-            if proto.get("name") == "kafka":
-                pdus.append(_pdu(proto, frame, srcport, dstport))
-            elif proto.get("name") == "_ws.malformed" and pdus and pdus[-1].frame == frame:
-                pdus[-1].malformed = True  # tshark gave up inside the PDU before this marker
+    for match in PACKET.finditer(out):
+        pdus.extend(_packet_pdus(packet_from_xml_packet(match.group())))
+    return tuple(pdus)
+
+
+PACKET = re.compile(rb"<packet>.*?</packet>", re.DOTALL)
+
+
+def _packet_pdus(packet):
+    frame = int(packet.number)
+    tcp = packet.tcp
+    srcport, dstport = int(tcp.srcport), int(tcp.dstport)
+    spans = _byte_spans(packet)
+    pdus = []
+    for layer in packet.layers:
+        if layer.layer_name == "kafka":
+            pdus.append(_pdu(layer, frame, srcport, dstport, spans))
+        elif layer.layer_name == "_ws.malformed" and pdus:
+            pdus[-1].malformed = True  # tshark gave up inside the PDU before this marker
     return pdus
 
 
-def _pdu(proto, frame, srcport, dstport):
-    values = {}
-    for field in proto.findall("field"):  # header fields are direct children
-        values.setdefault(field.get("name"), field.get("show"))
-    version_field = next(
-        (f for f in proto.findall("field") if f.get("name") == "kafka.api_version"), None
-    )
-    unsupported = "kafka.unknown_api_key" in {f.get("name") for f in proto.findall("field")}
-    if version_field is not None:
-        unsupported |= any(
-            f.get("name") == "kafka.unsupported_api_version" for f in version_field.iter("field")
-        )
+def _byte_spans(packet):
+    """(frame offset, bytes) of the TCP payload, and of a reassembled PDU when there is one."""
+    spans = []
+    tcp_payload = packet.tcp.get_field("tcp.payload")
+    if tcp_payload is not None:
+        spans.append((int(tcp_payload.pos), bytes.fromhex(tcp_payload.raw_value)))
+    for layer in packet.layers:
+        reassembled = layer.get_field("tcp.reassembled.data")
+        if reassembled is not None:
+            spans.append((0, bytes.fromhex(reassembled.raw_value)))
+    return spans
 
-    def number(name):
-        v = values.get(name)
-        return None if v is None else int(v)
 
+def _fields(layer):
+    # pyshark keeps every field of a layer by name, in document order, only in _all_fields
+    fields = {}
+    for name, container in layer._all_fields.items():
+        fields[name] = [
+            Field(
+                name=name,
+                show=f.show if f.show is not None else "",
+                raw=f.raw_value or "",
+                showname=f.showname or "",
+                pos=int(f.pos or 0),
+                size=int(f.size or 0),
+            )
+            for f in container.all_fields
+        ]
+    return fields
+
+
+def _pdu(layer, frame, srcport, dstport, spans):
+    fields = _fields(layer)
+
+    def first(name, kind=int):
+        values = fields.get(name)
+        return kind(values[0].show) if values else None
+
+    length = first("kafka.len")
+    experts = tuple(name for name in fields if name in EXPERT)
+    raw = None
+    start = fields["kafka.len"][0].pos if "kafka.len" in fields else None
+    for offset, data in spans:
+        begin = start - offset if start is not None else -1
+        if begin >= 0 and begin + 4 + (length or 0) <= len(data):
+            candidate = data[begin : begin + 4 + length]
+            if int.from_bytes(candidate[:4], "big") == length:
+                raw = candidate
+                break
     return Pdu(
         frame=frame,
         srcport=srcport,
         dstport=dstport,
-        length=number("kafka.len"),
-        correlation_id=number("kafka.correlation_id"),
-        api_key=number("kafka.api_key"),
-        api_version=number("kafka.api_version"),
-        client_id=values.get("kafka.client_id"),
-        request_frame=number("kafka.request_frame"),
-        unsupported=unsupported,
+        length=length,
+        correlation_id=first("kafka.correlation_id"),
+        api_key=first("kafka.api_key"),
+        api_version=first("kafka.api_version") if "kafka.api_version" in fields else None,
+        client_id=_header_client_id(fields),
+        request_frame=first("kafka.request_frame"),
+        unsupported=_unsupported(fields),
         malformed=False,
+        fields=fields,
+        experts=experts,
+        raw=raw,
+    )
+
+
+def _header_client_id(fields):
+    """The request header's client id: the one right after the correlation id (responses have
+    none in their header, but DescribeGroups responses name clients in the body)."""
+    ids, correlation = fields.get("kafka.client_id"), fields.get("kafka.correlation_id")
+    if ids and correlation and ids[0].pos == correlation[0].pos + 4:
+        return ids[0].show
+    return None
+
+
+def _unsupported(fields):
+    """Whether tshark flags this PDU's API key or version as one it does not know. The note sits
+    on the header; ApiVersions responses also carry such notes on the versions they list."""
+    header = fields.get("kafka.correlation_id") or fields.get("kafka.len") or ()
+    if not header:
+        return False
+    header_end = header[0].pos + header[0].size
+    notes = zip(fields.get("_ws.expert", ()), fields.get("_ws.expert.message", ()), strict=True)
+    return any(
+        note.pos < header_end and re.match(r"Unknown .* API key|Unsupported .* version", m.show)
+        for note, m in notes
     )
 
 
@@ -99,46 +238,45 @@ class RecordFields:
     """The record-batch fields tshark shows in one Kafka PDU, in wire order."""
 
     frame: int
+    correlation_id: int | None
     crcs: list
     codecs: list
     last_offset_deltas: list
     first_timestamps: list  # raw int64 (tshark 4.0 prints these dates wrongly)
     producer_ids: list
     base_sequences: list
-    keys: list  # bytes
-    values: list  # bytes
+    keys: list  # bytes, None for a null key
+    values: list  # bytes, None for a null value
     malformed: bool
 
 
 def record_fields(path, port):
     result = []
-    for packet in _packets(path, port):
-        frame = next(
-            int(f.get("show")) for f in packet.iter("field") if f.get("name") == "frame.number"
+    for p in kafka_pdus(path, port):
+        f = p.fields
+
+        def ints(name, fields=f):
+            return [int(v.show) for v in fields.get(name, ())]
+
+        def blobs(name, fields=f):
+            return [
+                None if "<NULL>" in v.showname else bytes.fromhex(v.raw)
+                for v in fields.get(name, ())
+            ]
+
+        result.append(
+            RecordFields(
+                frame=p.frame,
+                correlation_id=p.correlation_id,
+                crcs=[int(v.raw, 16) for v in f.get("kafka.batch_crc", ())],
+                codecs=ints("kafka.batch_codec"),
+                last_offset_deltas=ints("kafka.batch_last_offset_delta"),
+                first_timestamps=[int(v.raw, 16) for v in f.get("kafka.batch_first_timestamp", ())],
+                producer_ids=[int(v.show) for v in f.get("kafka.producer_id", ()) if v.size == 8],
+                base_sequences=ints("kafka.batch_base_sequence"),
+                keys=blobs("kafka.message_key"),
+                values=blobs("kafka.message_value"),
+                malformed=p.malformed,
+            )
         )
-        for proto in packet.findall("proto"):
-            if proto.get("name") == "_ws.malformed" and result and result[-1].frame == frame:
-                result[-1].malformed = True
-            if proto.get("name") != "kafka":
-                continue
-            r = RecordFields(frame, [], [], [], [], [], [], [], [], False)
-            for f in proto.iter("field"):
-                name, raw = f.get("name"), f.get("value") or ""
-                if name == "kafka.batch_crc":
-                    r.crcs.append(int(raw, 16))
-                elif name == "kafka.batch_codec":
-                    r.codecs.append(int(f.get("show")))
-                elif name == "kafka.batch_last_offset_delta":
-                    r.last_offset_deltas.append(int(f.get("show")))
-                elif name == "kafka.batch_first_timestamp":
-                    r.first_timestamps.append(int(raw, 16))
-                elif name == "kafka.producer_id" and len(raw) == 16:
-                    r.producer_ids.append(int(f.get("show")))
-                elif name == "kafka.batch_base_sequence":
-                    r.base_sequences.append(int(f.get("show")))
-                elif name in ("kafka.message_key", "kafka.message_value"):
-                    null = "<NULL>" in (f.get("showname") or "")
-                    value = None if null else bytes.fromhex(raw)
-                    (r.keys if name == "kafka.message_key" else r.values).append(value)
-            result.append(r)
     return result
