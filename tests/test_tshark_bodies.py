@@ -256,7 +256,10 @@ def test_records_and_partitions_tables_agree_with_tshark(sample):
             assert [pd.Timestamp(t).value // 10**6 for t in rows.timestamp] == stamps
             body = e.request if side == "request" else e.response
             offsets = tshark_compare.values_for(pdu, body, e.api_key, side, "Record.offset")
-            assert list(rows.offset) == offsets
+            if side == "response":
+                assert list(rows.offset) == offsets
+            # Records sent carry, in the table, the offsets the broker assigned them; tshark
+            # shows the client's placeholders, compared above through the decoded body.
             headers = list(
                 zip(
                     [
