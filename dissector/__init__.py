@@ -8,6 +8,7 @@ for exchange in dissector.dissect("traffic.pcap"):
 
 from .errors import CaptureError, DecodeError, DissectorError
 from .flow import Dissector
+from .live import sniff
 from .session.exchange import COLUMNS, Exchange
 from .source import dissect, read_pcap
 from .tables import parse_bodies
@@ -24,4 +25,5 @@ __all__ = [
     "parse_bodies",
     "read_pcap",
     "read_table",
+    "sniff",
 ]

@@ -1,6 +1,7 @@
 """kafka-dissect: the command line."""
 
 import argparse
+import os
 import sys
 import traceback
 import warnings
@@ -8,11 +9,11 @@ import warnings
 from . import source
 from .errors import DissectorError
 from .live import cli as live_cli
-from .spark import cli as spark_cli
 from .options import DEFAULT_MAX_FRAME, RECORD_MODES, Options
+from .spark import cli as spark_cli
 from .tables import TABLES, arrow_batches
 from .tables.output import FORMATS, TableWriter
-from .tables.summary import Summary
+from .tables.summary import Summary, capture_notes
 
 
 def build_parser():
@@ -157,6 +158,8 @@ def analyze(args):
                 f"{d.kafka_connections} Kafka, {exchanges_seen} exchanges"
             )
             print(summary.text(title))
+            for line in capture_notes(d):
+                print(line)
             print()
     finally:
         if writer is not None:
@@ -175,6 +178,11 @@ def main(argv=None):
     except DissectorError as e:
         print(f"kafka-dissect: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (| head): nothing more to say. Point stdout at /dev/null so
+        # the interpreter's final flush does not complain either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (ValueError, OSError) as e:
         print(f"kafka-dissect: error: {e}", file=sys.stderr)
         return 2

@@ -4,6 +4,7 @@ from .net.decode import NetDecoder
 from .options import Options
 from .session.conversation import Conversation
 from .session.directory import Directory
+from .session.timeouts import DEFAULT_ALLOWANCE_NS, expire_requests
 from .tcp import StreamData, StreamEnd, StreamGap, TcpTracker
 
 
@@ -25,6 +26,7 @@ class Dissector:
         self.conversations = {}  # connection id -> Conversation
         self.streams = []  # accounting rows of ended connections, two per connection
         self.packets = 0
+        self.cut_packets = 0
 
     @property
     def connections(self):
@@ -38,6 +40,8 @@ class Dissector:
 
     def feed(self, packet):
         self.packets += 1
+        if len(packet.data) < packet.wirelen:
+            self.cut_packets += 1  # shorter than on the wire: the snap length cut it
         seg = self.net.decode(packet)
         if seg is None:
             return []
@@ -48,6 +52,16 @@ class Dissector:
     def finish(self):
         """End of capture: flush every connection; unanswered requests come out here."""
         return self._events(self.tcp.finish())
+
+    def expire(self, now, idle_ns=600 * 10**9, allowance_ns=DEFAULT_ALLOWANCE_NS):
+        """Bounded state for endless input: requests past their deadline (see
+        session/timeouts.py) come out `unanswered`, connections with no packet for `idle_ns`
+        end ("idle"). `now` is capture time, in nanoseconds."""
+        out = []
+        for conv in self.conversations.values():
+            if conv.session is not None and not conv.conn.ignored:
+                out += expire_requests(conv.session, now, allowance_ns)
+        return out + self._events(self.tcp.expire(now - idle_ns))
 
     def _events(self, events):
         out = []
@@ -69,5 +83,5 @@ class Dissector:
             if kind is StreamData:
                 out += conv.data(ev.side, ev.data, ev.frame, ev.ts)
             elif kind is StreamGap:
-                out += conv.gap(ev.side, ev.size, ev.frame, ev.ts)
+                out += conv.gap(ev.side, ev.size, ev.frame, ev.ts, ev.cut)
         return out

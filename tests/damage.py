@@ -470,6 +470,34 @@ def missing_bytes(layout: Layout, damaged: Damaged, frame: KafkaFrame) -> bool:
     return False
 
 
+def captured_prefix(layout: Layout, damaged: Damaged, frame: KafkaFrame) -> int:
+    """How many of the frame's bytes, from its first, the damaged copy holds without a hole."""
+    pos = frame.start
+    for a, b, number in layout.pieces[(frame.conn, frame.to_broker)]:
+        if b <= pos:
+            continue
+        if a > pos or pos >= frame.end:
+            break
+        pos = b if number not in damaged.kept else max(pos, a + damaged.kept[number])
+        if number in damaged.kept:
+            break
+    return min(pos, frame.end) - frame.start
+
+
+def header_size(key, request: bool) -> int:
+    """Bytes of the request header (key, version, correlation id, client id, tags) or the
+    response header of an exchange (client ids of one-byte characters in the samples)."""
+    from dissector.protocol import messages
+
+    api_key, version, client_id = key[2], key[3], key[5]
+    if version is None:  # a raw SASL token: no Kafka header, paired by order
+        return 0
+    if request:
+        hv = messages.request_header_version(api_key, version)
+        return 8 if hv == 0 else 10 + len((client_id or "").encode()) + (hv == 2)
+    return 4 + messages.response_header_version(api_key, version)
+
+
 def completion(layout: Layout, damaged: Damaged, frame: KafkaFrame, first=None) -> int | None:
     """Original number of the packet that completes the frame in the damaged copy: the one
     whose first copy comes last among those carrying the stream's bytes up to the frame's end."""
@@ -576,7 +604,14 @@ def expectations(xs: list[Exchange], layout: Layout, damaged: Damaged) -> list[E
         key = list(x.key)
         for k, f, lost in ((7, x.request, sides[0]), (8, x.response, sides[1])):
             if f is not None:
-                key[k] = LOST if lost else completion(layout, damaged, f, first)
+                # A frame the snap length cut is still found, at the packet carrying its end,
+                # when its header was captured: the frame's bounds are known.
+                found = not lost or (
+                    damaged.kind == "snap"
+                    and x.protocol != "0.7"
+                    and captured_prefix(layout, damaged, f) >= 4 + header_size(x.key, k == 7)
+                )
+                key[k] = completion(layout, damaged, f, first) if found else LOST
         out.append(Expectation(x, touched, tuple(key), tuple(sides)))
     return out
 

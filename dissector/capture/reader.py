@@ -2,6 +2,7 @@
 
 import gzip
 import os
+import sys
 import zlib
 from collections.abc import Iterator
 
@@ -97,6 +98,39 @@ class Source:
         return TS_MAX if ts > TS_MAX else TS_MIN
 
 
+class StreamInput:
+    """A pipe or other unseekable binary stream, read as it comes: each read returns what one
+    system call delivers, so packets reach the parser as soon as the writer flushes them.
+    Bytes given back with `unread` (those read to sniff the format) are served first."""
+
+    def __init__(self, raw):
+        self._raw = raw
+        self._head = b""
+        self._read1 = getattr(raw, "read1", raw.read)
+        self.bytes_read = 0
+        self.closed = False
+
+    def unread(self, data: bytes) -> None:
+        self._head = data + self._head
+
+    def read(self, n: int = -1) -> bytes:
+        if self._head:
+            n = len(self._head) if n is None or n < 0 else n
+            head, self._head = self._head[:n], self._head[n:]
+            return head
+        chunk = self._read1(n if n and n > 0 else CHUNK) or b""
+        self.bytes_read += len(chunk)
+        return chunk
+
+    read1 = read
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self.closed = True
+
+
 class PacketReader:
     """An iterable of Packet over one capture file (pcap or pcapng, optionally gzip-compressed).
 
@@ -108,29 +142,60 @@ class PacketReader:
     later stages cannot use. `warnings` holds what the reader noticed (a truncated capture, a
     timestamp out of range), one line each, naming the file, frame and offset. Iterate once;
     use as a context manager.
+
+    `path` may also be "-" (standard input) or a binary file object such as a pipe: the stream
+    is read as it comes, never seeked; `total_bytes` is then None. A file object passed in is
+    not closed by close(); `name` names it in messages.
     """
 
-    def __init__(self, path: str | os.PathLike):
-        self.path = os.fspath(path)
+    def __init__(self, path, name: str | None = None):
         self.warnings: list[str] = []
         self.format = ""  # "pcap" or "pcapng"
         self.compressed = False
-        self._raw = open(self.path, "rb", buffering=0)  # noqa: SIM115 - closed by close()
-        self._stream = self._raw
+        self._owned = True
         self._src: Source | None = None
+        self.total_bytes: int | None = None
+        if hasattr(path, "read"):
+            self.path = name or str(getattr(path, "name", "<stream>"))
+            self._owned = False
+            self._raw = StreamInput(path)
+        elif os.fspath(path) == "-":
+            self.path = name or "<stdin>"
+            self._owned = False
+            self._raw = StreamInput(sys.stdin.buffer)
+        else:
+            self.path = os.fspath(path)
+            self._raw = open(self.path, "rb", buffering=0)  # noqa: SIM115 - closed by close()
+        self._stream = self._raw
         try:
-            self.total_bytes = os.fstat(self._raw.fileno()).st_size
+            if self._owned:
+                self.total_bytes = os.fstat(self._raw.fileno()).st_size
             self._packets = self._open()
         except BaseException:
             self.close()
             raise
 
-    def _open(self) -> Iterator[Packet]:
+    def _head(self) -> bytes:
+        """The first bytes, enough to tell the format: a pipe may deliver fewer at a time."""
         head = self._raw.read(CHUNK)
+        if self._owned:
+            return head
+        while head and len(head) < pcap.FILE_HEADER_LEN:
+            more = self._raw.read(CHUNK)
+            if not more:
+                break
+            head += more
+        return head
+
+    def _open(self) -> Iterator[Packet]:
+        head = self._head()
         if not head:
             raise CaptureError(self.path, "empty file, not a capture", frame=1, offset=0)
         if head[:2] == GZIP_MAGIC:
-            self._raw.seek(0)
+            if self._owned:
+                self._raw.seek(0)
+            else:
+                self._raw.unread(head)  # decompressed from the start, as a file seeked back
             self._stream = gzip.GzipFile(fileobj=self._raw, mode="rb")
             self.compressed = True
         src = self._src = Source(self.path, self._stream, self.warnings)
@@ -164,6 +229,8 @@ class PacketReader:
 
     @property
     def bytes_read(self) -> int:
+        if not self._owned:
+            return self._raw.bytes_read
         if self._raw.closed:
             return self.total_bytes
         return self._raw.tell()
@@ -180,6 +247,10 @@ class PacketReader:
         self.close()
 
 
-def open_capture(path: str | os.PathLike) -> PacketReader:
-    """Open a pcap or pcapng capture, plain or gzip-compressed; CaptureError if it is neither."""
-    return PacketReader(path)
+def open_capture(path, name: str | None = None) -> PacketReader:
+    """Open a pcap or pcapng capture, plain or gzip-compressed; CaptureError if it is neither.
+
+    `path` is a file path, "-" for standard input, or a readable binary stream (a pipe),
+    which is read as it comes; `name` names a stream in messages.
+    """
+    return PacketReader(path, name)

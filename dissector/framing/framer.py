@@ -33,6 +33,20 @@ class Frame(NamedTuple):
     last_ts: int
 
 
+class CutFrame(NamedTuple):
+    """A frame the capture cut (a snap length, a lost segment) where its size prefix was
+    captured: its start and end are known, so framing stays in step; `data` is the body up to
+    the first missing byte, `size` the body's full length."""
+
+    data: bytes
+    offset: int
+    first_frame: int
+    first_ts: int
+    last_frame: int
+    last_ts: int
+    size: int
+
+
 class Skipped(NamedTuple):
     offset: int
     size: int
@@ -81,6 +95,7 @@ class Framer:
         "_kreason",
         "_kframe",
         "_kts",
+        "_cut",
     )
 
     def __init__(
@@ -119,6 +134,7 @@ class Framer:
         self._kreason = ""
         self._kframe = 0
         self._kts = 0
+        self._cut = None  # the CutFrame being skipped to its end: (data, offset, frame, ts, size)
         self._mode = _SYNC
         if not synced:
             self._lose("resync")
@@ -172,8 +188,9 @@ class Framer:
             self._run(data, 0, base, frame, ts, out)
         return out
 
-    def gap(self, size, frame, ts):
-        """size bytes (0: unknown) are missing before the next ones fed."""
+    def gap(self, size, frame, ts, cut=False):
+        """size bytes (0: unknown) are missing before the next ones fed. cut: they are what a
+        packet had past its snap length; a frame they fall in is given out as a CutFrame."""
         out = []
         if self._mode == _SEARCH:
             self._settle(out)
@@ -184,21 +201,33 @@ class Framer:
             self._partial("gap", out)
             self._lose("resync")
         elif mode == _BODY:
-            self._partial("gap", out)
             if 0 < size <= self._need:
-                # The gap ends inside this frame, whose end is known: still in step.
+                # The gap ends inside this frame, whose end is known: still in step. What was
+                # captured of a frame cut by the snap length is a CutFrame, given out at its
+                # end; the rest of the frame is skipped.
+                if cut:
+                    data = b"".join(self._chunks)
+                    self._cut = (data, self._fstart, self._fframe, self._fts, self._size)
+                    self.frames += 1
+                    self.bytes_framed += 4 + len(data)
+                else:
+                    self._partial("gap", out)
                 self._need -= size
                 self._chunks = None
-                self._mode = _SKIP if self._need else _SYNC
+                self._mode = _SKIP
+                if not self._need:
+                    self._end_cut(frame, ts, out)
             else:
+                self._partial("gap", out)
                 self._lose("resync")
         elif mode == _SKIP:
             self._flush_skip(out)
             if 0 < size <= self._need:
                 self._need -= size
                 if not self._need:
-                    self._mode = _SYNC
+                    self._end_cut(frame, ts, out)
             else:
+                self._end_cut(frame, ts, out)
                 self._lose("resync")
         else:
             self._reject_all(out)
@@ -217,6 +246,8 @@ class Framer:
         mode = self._mode
         if mode in (_HEAD, _BODY):
             self._partial("truncated", out)
+        elif mode == _SKIP:
+            self._end_cut(self._kframe, self._kts, out)
         elif mode >= _SEARCH:
             self._reject_all(out)
         self._flush_skip(out)
@@ -247,8 +278,7 @@ class Framer:
                     pos += take
                     self._need -= take
                     if not self._need:
-                        self._flush_skip(out)
-                        self._mode = _SYNC
+                        self._end_cut(frame, ts, out)
                 elif mode == _SEARCH:
                     redo = self._search(data, pos, base, frame, ts, out)
                     pos = n
@@ -351,6 +381,17 @@ class Framer:
             self._size = size
             self._need = size
         return pos
+
+    def _end_cut(self, frame, ts, out):
+        """The end of a cut frame: it goes out, after the skipped bytes of its hole."""
+        self._flush_skip(out)
+        if self._cut is not None:
+            data, offset, first_frame, first_ts, size = self._cut
+            if not frame:  # the stream ended inside its hole
+                frame, ts = first_frame, first_ts
+            out.append(CutFrame(data, offset, first_frame, first_ts, frame, ts, size))
+            self._cut = None
+        self._mode = _SYNC
 
     def _partial(self, reason, out):
         """Report the frame in progress (prefix and body so far) as skipped."""

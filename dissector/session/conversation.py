@@ -5,13 +5,13 @@ whether the connection speaks Kafka at all and which generation (0.7 or 0.8+), a
 each frame to the session of that generation.
 """
 
-from ..framing import Frame, Framer
+from ..framing import CutFrame, Frame, Framer
 from ..protocol import legacy
 from ..protocol.primitives import i32
 from .legacy import LegacySession
 from .modern import ModernSession, decodes_fully
 from .plausible import plausible_request
-from .rows import endpoint
+from .rows import endpoint, side_name
 
 UNDECIDED_LIMIT = 64  # frames held per side while the client side is unknown
 # Body bytes the frame-start checks read (request header to the client id's length; a
@@ -68,16 +68,17 @@ class Conversation:
             # before its framer buffers a "frame" of some other protocol.
             self.sniffed = True
             (size,) = i32(data, 0)
-            if not (0 < size <= self.options.max_frame and self._request_shaped(data, 4, size)):
+            shaped = 0 < size <= self.options.max_frame and self._request_shaped(data, 4, size)
+            if not shaped and not self._known_broker():
                 self._not_kafka()
                 return []
         return self._framed(side, self.framers[side].feed(data, frame, ts))
 
-    def gap(self, side, size, frame, ts):
+    def gap(self, side, size, frame, ts, cut=False):
         self.gaps[side] += 1
-        if self.session is not None and side != self.conn.client_side:
+        if self.session is not None and side != self.conn.client_side and not cut:
             self.session.lost = True  # a response may be in the missing bytes
-        return self._framed(side, self.framers[side].gap(size, frame, ts))
+        return self._framed(side, self.framers[side].gap(size, frame, ts, cut))
 
     def end(self):
         """The connection is over: flush partial frames; requests still waiting are unanswered."""
@@ -96,7 +97,7 @@ class Conversation:
         for item in items:
             if self.conn.ignored:
                 break
-            if item.__class__ is Frame:
+            if item.__class__ is Frame or item.__class__ is CutFrame:
                 out += self.frame(side, item)
             elif (
                 item.reason == "gap" and self.session is not None and side != self.conn.client_side
@@ -125,6 +126,15 @@ class Conversation:
 
         return check
 
+    def _broker(self):
+        return self.conn.endpoints[1 - self.conn.client_side]
+
+    def _known_broker(self):
+        """Whether earlier connections proved this one's broker endpoint to speak Kafka."""
+        return self.conn.client_side is not None and (
+            self._broker() in self.directory.kafka_endpoints
+        )
+
     def _likely_client(self):
         """The side on the higher port: clients use ephemeral ports, brokers listen on low
         ones. None when the ports do not tell."""
@@ -148,14 +158,31 @@ class Conversation:
     def frame(self, side, frame):
         """Handle one complete frame from a side; return the exchanges it completes."""
         client = self.conn.client_side
+        if frame.__class__ is CutFrame and not isinstance(self.session, ModernSession):
+            # What a frame cut short says is no proof of Kafka, and 0.7 frames are read whole:
+            # for a session pairing by order, a cut response is a lost one.
+            self.unused[side] += len(frame.data) + 4
+            if self.session is not None and side != client:
+                return self.session.response_lost()
+            return []
         if client is None:
             return self._undecided(side, frame)
         if side == client:
-            if self.session is None and not self._start(frame.data):
-                return []
+            if self.session is None:
+                if not self._start(frame.data):
+                    return []
+                # Responses captured before the first request (see below) meet it now.
+                early, self.held = self.held[1 - side], ([], [])
+                out = [x for f in early for x in self.session.response(f)]
+                return out + self.session.request(frame)
             return self.session.request(frame)
         if self.session is None:
-            self.unused[side] += len(frame.data) + 4  # a response before any request
+            if self.conn.how == "syn" and len(self.held[side]) < UNDECIDED_LIMIT:
+                # Seen from its SYN, a connection's first response can only precede the
+                # first request in a capture that reordered them: hold it for the request.
+                self.held[side].append(frame)
+            else:
+                self.unused[side] += len(frame.data) + 4  # a response before any request
             return []
         return self.session.response(frame)
 
@@ -167,11 +194,13 @@ class Conversation:
                 protocol = "0.8+"
             elif legacy.plausible_request(data):
                 protocol = "0.7"
-            elif self.forced:
+            elif self.forced or self._known_broker():
                 protocol = "0.8+"
             else:
                 self._not_kafka()
                 return False
+        if self.conn.client_side is not None:
+            self.directory.kafka_endpoints.add(self._broker())
         if protocol == "0.7":
             self.session = LegacySession(self.conn)
         else:
@@ -222,6 +251,9 @@ class Conversation:
                     "protocol": None if self.session is None else self.session.PROTOCOL,
                     "client_side_from": conn.how,
                     "end": conn.end_reason,
+                    "ended_by": side_name(conn, conn.ended_by),
+                    "end_frame": conn.end_frame,
+                    "end_time": conn.end_ts,
                     "first_frame": conn.first_frame,
                     "last_frame": conn.last_frame,
                     "bytes_seen": conn.bytes_seen[side],

@@ -6,6 +6,7 @@ A response carries no API key or version, so it is decoded with those of its req
 from collections import deque
 
 from ..errors import DecodeError
+from ..framing import CutFrame
 from ..protocol import messages, sasl, schema
 from ..protocol.apikeys import (
     CREATE_TOPICS,
@@ -164,7 +165,7 @@ class ModernSession:
         )
         if self.early:
             early = self._claim_early(req)
-            out = self._expire_early(frame.last_ts)
+            out = self.expire_early(frame.last_ts)
             if early is not None:
                 return out + [self._answer(req, early)]
             if out:
@@ -192,6 +193,9 @@ class ModernSession:
             return messages.decode_body(key, kind, version, data, pos, ctx), ctx, None
         except DecodeError as e:
             partial = dict(e.partial, _stopped_at=e.offset) if e.partial else None
+            if frame.__class__ is CutFrame:  # no fault of the frame's
+                have, size = len(data) + 4, frame.size + 4
+                return partial, ctx, f"{kind} cut by the capture: {have} of {size} bytes captured"
             self.bad.count(REQUEST if kind == "request" else RESPONSE, data)
             return partial, ctx, f"{kind} body: {e}"
 
@@ -247,7 +251,7 @@ class ModernSession:
                 # Its request may come next: captures on several queues or interfaces can
                 # record a response before the request it answers.
                 self.early.append((corr, frame))
-                return self._expire_early(frame.last_ts, len(self.early) > EARLY_LIMIT)
+                return self.expire_early(frame.last_ts, len(self.early) > EARLY_LIMIT)
         out.append(self._answer(req, frame))
         return out
 
@@ -259,7 +263,7 @@ class ModernSession:
                 return frame
         return None
 
-    def _expire_early(self, now, one_more=False):
+    def expire_early(self, now, one_more=False):
         """Early responses whose request has not come within EARLY_WINDOW are orphans."""
         out = []
         early = self.early

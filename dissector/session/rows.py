@@ -1,5 +1,6 @@
 """Turning decoded requests and responses into `pairs` rows."""
 
+from ..framing import CutFrame
 from . import exchange as ex
 from .exchange import Exchange
 
@@ -33,6 +34,7 @@ class Side:
         "reason",
         "names",
         "sets",
+        "cut",
     )
 
     def __init__(
@@ -54,6 +56,9 @@ class Side:
         self.error_name = error_name
         self.reason = reason
         self.sets = sets  # where its record sets lie: [(topic or id, start, end)]
+        # A frame the capture cut: `reason` says how much was captured, and is no sign of
+        # a malformed frame.
+        self.cut = frame.__class__ is CutFrame
 
 
 class Request(Side):
@@ -102,6 +107,11 @@ def side_name(conn, side):
     return "client" if side == conn.client_side else "broker"
 
 
+def wire_size(frame):
+    """Bytes of a frame on the wire, size prefix included (a cut frame's full size)."""
+    return (frame.size if frame.__class__ is CutFrame else len(frame.data)) + 4
+
+
 def endpoint(addr):
     ip, port = addr
     return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
@@ -128,21 +138,22 @@ def build(
         protocol=protocol,
         correlation_id=correlation_id,
     )
-    reasons = []
+    reasons = []  # why the exchange is malformed
+    notes = []  # what the capture cut
     names = None
     if req is not None:
         f = req.frame
         row.api_key, row.api_name, row.api_version = req.api_key, req.api_name, req.api_version
         row.correlation_id, row.client_id = req.correlation_id, req.client_id
         row.request_frame, row.request_start, row.request_end = f.last_frame, f.first_ts, f.last_ts
-        row.request_bytes = len(f.data) + 4
+        row.request_bytes = wire_size(f)
         row._request = req.body
         topics = req.topics
         names = req.names
         if req.sets:
             row.record_sets = ("request", f.data, req.sets)
         if req.reason:
-            reasons.append(req.reason)
+            (notes if req.cut else reasons).append(req.reason)
     else:
         topics = ()
     if resp is not None:
@@ -152,7 +163,7 @@ def build(
             f.first_ts,
             f.last_ts,
         )
-        row.response_bytes = len(f.data) + 4
+        row.response_bytes = wire_size(f)
         row._response = resp.body
         if req is not None:
             row.latency_ms = (f.last_ts - req.frame.first_ts) / 1e6
@@ -170,13 +181,13 @@ def build(
         if resp.sets:
             row.record_sets = ("response", f.data, resp.sets)
         if resp.reason:
-            reasons.append(resp.reason)
+            (notes if resp.cut else reasons).append(resp.reason)
     row.topics = sorted(set(topics)) if topics else []
     if names:
         row.topic_names = names
     if reason:
         reasons.append(reason)
-    row.reason = "; ".join(reasons) or None
+    row.reason = "; ".join(reasons + notes) or None
     if status is None:
         if reasons:
             status = ex.MALFORMED

@@ -16,17 +16,21 @@ class StreamData(NamedTuple):
 
 
 class StreamGap(NamedTuple):
-    """Bytes of one side known to be missing from the capture (size 0: amount unknown)."""
+    """Bytes of one side known to be missing from the capture (size 0: amount unknown).
+    cut: the bytes a packet had on the wire past its snap length, so exactly where they were
+    (a lost segment is a hole only the later sequence numbers tell)."""
 
     conn: Connection
     side: int
     size: int
     frame: int
     ts: int
+    cut: bool = False
 
 
 class StreamEnd(NamedTuple):
-    """The connection is over: "fin", "rst", "reused" (new SYN on its 4-tuple) or "eof"."""
+    """The connection is over: "fin", "rst", "reused" (new SYN on its 4-tuple), "eof", or
+    "idle" (no packet for longer than a live run keeps a connection)."""
 
     conn: Connection
     frame: int

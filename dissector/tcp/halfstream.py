@@ -148,8 +148,8 @@ class HalfStream:
         self.fastseq = -1
 
     def _deliver(self, data, size, frame, ts, out):
-        if data is None:
-            out.append(StreamGap(self.conn, self.side, size, frame, ts))
+        if data is None:  # the part of a packet past its snap length
+            out.append(StreamGap(self.conn, self.side, size, frame, ts, True))
             self.gap += size
         else:
             out.append(StreamData(self.conn, self.side, data, frame, ts))
@@ -191,8 +191,8 @@ class HalfStream:
             if frame is not None:
                 f = frame
                 t = ts
-            if d is None:
-                out.append(StreamGap(conn, side, e - nxt, f, t))
+            if d is None:  # the part of a packet past its snap length
+                out.append(StreamGap(conn, side, e - nxt, f, t, True))
                 self.gap += e - nxt
             else:
                 out.append(StreamData(conn, side, d, f, t))

@@ -68,6 +68,14 @@ class TcpTracker:
         self._closed.clear()
         return out
 
+    def expire(self, before_ts):
+        """End every connection with no packet since `before_ts` ("idle"). Its 4-tuple is not
+        remembered as closed: a later packet starts a new connection, joined mid-stream."""
+        out = []
+        for conn in [c for c in self._live.values() if c.last_ts < before_ts]:
+            self._end(conn, conn.last_frame, conn.last_ts, "idle", out)
+        return out
+
     @property
     def live(self):
         """Connections not ended yet."""
@@ -126,6 +134,8 @@ class TcpTracker:
         return h0
 
     def _end(self, conn, frame, ts, reason, out):
+        if conn.end_frame is None:  # nobody ended it: the capture, idleness or a reused port
+            conn.end_frame, conn.end_ts = frame, ts
         h0, h1 = conn._halves
         if not conn._ignored:
             h0.flush(out, frame, ts)
@@ -139,7 +149,7 @@ class TcpTracker:
         del self._halves[k0]
         # k1 is k0 when both ends are one address and port (a socket connected to itself).
         self._halves.pop(k1, None)
-        if reason != "reused":
+        if reason not in ("reused", "idle"):
             closed = self._closed
             closed[k0] = closed[k1] = conn.id
             while len(closed) > self.max_closed:
@@ -171,6 +181,7 @@ class TcpTracker:
         n = len(payload)
         if flags & RST:
             half.dropped += n
+            _ending(conn, half.side, frame, ts)
             self._end(conn, frame, ts, "rst", out)
             return
         if flags & SYN:
@@ -190,6 +201,8 @@ class TcpTracker:
             half.ack = ack
             if peer.starts:
                 peer.check_ack(ack, out)
+        if flags & FIN:
+            _ending(conn, half.side, frame, ts)
         if conn._ignored:
             half.dropped += n
             if flags & FIN and half.fin is None:
@@ -219,3 +232,9 @@ class TcpTracker:
             return
         half.refresh()
         peer.refresh()
+
+
+def _ending(conn, side, frame, ts):
+    """The first FIN or RST of a connection says who ended it, and when."""
+    if conn.ended_by is None:
+        conn.ended_by, conn.end_frame, conn.end_ts = side, frame, ts

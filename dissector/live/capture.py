@@ -1,0 +1,261 @@
+"""Packets from a live interface: a tcpdump child writing pcap into a pipe.
+
+tcpdump brings what a live capture needs and Python alone does not: libpcap with a BPF filter
+in the kernel, a kernel ring of the size asked for (`-B`), immediate delivery (no batching
+delay) and the kernel's drop counters, which it prints when asked (SIGUSR1) and when it
+exits. The pipe is read by the project's streaming pcap reader, so a slow reader shows up as
+kernel drops, counted, never as silent loss.
+"""
+
+import contextlib
+import fcntl
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+
+from ..capture import open_capture
+from ..errors import DissectorError
+
+DEFAULT_BUFFER_KIB = 65536  # the loopback MTU is 64 KiB: a small ring overflows in a burst
+# In immediate mode libpcap gives every packet a ring slot as large as the interface's MTU:
+# above this, a ring of a sane size holds too few packets (a 64 MiB ring on loopback: about
+# 1,000), so packets are packed into blocks instead, at the cost of up to a second of delay.
+IMMEDIATE_MAX_MTU = 16384
+# Outside immediate mode the kernel hands a block over when it fills or after tcpdump's
+# timeout (1 s); tcpdump stopped earlier never sees what the block holds. So stop waits this.
+BLOCK_TIMEOUT = 1.2
+PIPE_BYTES = 1 << 20  # pipe capacity asked for: tcpdump blocks less while the reader is busy
+START_TIMEOUT = 10.0
+F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+
+# tcpdump's statistics lines, on SIGUSR1 (one line) and at exit (one per counter).
+_COUNTER = re.compile(
+    r"(\d+) packets? (captured|received by filter|dropped by kernel|dropped by interface)"
+)
+_KEYS = {
+    "captured": "captured",
+    "received by filter": "received",
+    "dropped by kernel": "kernel_drops",
+    "dropped by interface": "interface_drops",
+}
+
+NEEDS = (
+    "capturing needs root, or CAP_NET_RAW and CAP_NET_ADMIN on tcpdump "
+    "(setcap cap_net_raw,cap_net_admin=eip $(command -v tcpdump)); "
+    "the wireshark group grants them to dumpcap only"
+)
+
+
+class LiveCaptureError(DissectorError):
+    """A capture that cannot start: permission, interface or filter; one line, what to do."""
+
+
+def port_filter(ports, extra=None):
+    """The BPF filter of a run: TCP to or from any broker port, and `extra` if given."""
+    parts = []
+    if ports:
+        parts.append("tcp and (" + " or ".join(f"port {int(p)}" for p in ports) + ")")
+    else:
+        parts.append("tcp")
+    if extra:
+        parts.append(f"({extra})")
+    return " and ".join(parts)
+
+
+def interface_mtu(interface):
+    """The largest MTU of the interface (of all, for "any"); None if unknown."""
+    names = os.listdir("/sys/class/net") if interface == "any" else [interface]
+    mtus = []
+    for name in names:
+        with contextlib.suppress(OSError, ValueError), open(f"/sys/class/net/{name}/mtu") as f:
+            mtus.append(int(f.read()))
+    return max(mtus, default=None)
+
+
+def wants_immediate(interface):
+    mtu = interface_mtu(interface)
+    return mtu is None or mtu <= IMMEDIATE_MAX_MTU
+
+
+def tcpdump_command(interface, bpf, buffer_kib, snaplen=0, tcpdump="tcpdump", immediate=True):
+    return [
+        tcpdump,
+        "-i",
+        interface,
+        "-U",  # each packet flushed into the pipe as it is captured
+        # No TPACKET_V3 batching: packets handed over at once, but each takes a whole
+        # snaplen-sized slot of the ring (see README: loopback's 64 KiB MTU).
+        *(["--immediate-mode"] if immediate else []),
+        "-B",
+        str(buffer_kib),
+        "-n",
+        "--time-stamp-precision",
+        "nano",  # the kernel's timestamps as they are: the tables hold nanoseconds
+        "-s",
+        str(snaplen),
+        "-w",
+        "-",
+        bpf,
+    ]
+
+
+def explain(stderr, interface, bpf):
+    """tcpdump's complaint as one line saying what is wrong and what would fix it."""
+    text = " ".join(stderr.split())
+    low = text.lower()
+    if "permission" in low or "not permitted" in low:
+        return f"no permission to capture on {interface}: {NEEDS}"
+    if "no such device" in low or "doesn't exist" in low or "no such interface" in low:
+        return f"unknown interface {interface!r} (list them with: tcpdump -D)"
+    if any(w in low for w in ("syntax error", "unknown port", "unknown host", "parse error")) or (
+        "filter" in low and "expression" in low
+    ):
+        detail = text.removeprefix("tcpdump: ")
+        return f"bad capture filter {bpf!r}: {detail}"
+    return f"tcpdump on {interface} failed: {text or 'no message'}"
+
+
+class TcpdumpCapture:
+    """A running tcpdump on one interface; iterate `packets()`, then `stop()`.
+
+    `counters` holds the kernel's figures (captured, received, kernel_drops,
+    interface_drops) from tcpdump's latest report; `refresh()` asks for a new one.
+    """
+
+    def __init__(self, interface, bpf, buffer_kib=DEFAULT_BUFFER_KIB, snaplen=0, immediate=None):
+        if immediate is None:
+            immediate = wants_immediate(interface)
+        self.interface = interface
+        self.bpf = bpf
+        self.immediate = immediate
+        self.name = f"{interface} ({bpf})"
+        self.counters = {}
+        self._stderr = []
+        self._stopping = None
+        tcpdump = shutil.which("tcpdump")
+        if tcpdump is None:
+            raise LiveCaptureError("tcpdump not found: install it (Debian package tcpdump)")
+        try:
+            self.proc = subprocess.Popen(
+                tcpdump_command(interface, bpf, buffer_kib, snaplen, tcpdump, immediate),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                bufsize=0,
+                start_new_session=True,  # Ctrl-C reaches us; we stop tcpdump in order
+            )
+        except OSError as e:
+            raise LiveCaptureError(f"cannot run tcpdump: {e}") from e
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(self.proc.stdout.fileno(), F_SETPIPE_SZ, PIPE_BYTES)
+        self.listening = False  # tcpdump said it captures
+        self._listening = threading.Event()  # it did, or its stderr ended
+        self._err_thread = threading.Thread(target=self._read_stderr, daemon=True)
+        self._err_thread.start()
+        self._wait_listening()
+
+    def _read_stderr(self):
+        for raw in self.proc.stderr:
+            line = raw.decode("utf-8", "replace").rstrip()
+            if "listening on" in line:
+                self.listening = True
+                self._listening.set()
+                continue
+            found = _COUNTER.findall(line)
+            if found:
+                for n, what in found:
+                    self.counters[_KEYS[what]] = int(n)
+                continue
+            self._stderr.append(line)
+            del self._stderr[:-20]
+        self._listening.set()
+
+    def _wait_listening(self):
+        deadline = time.monotonic() + START_TIMEOUT
+        while not self._listening.wait(0.05):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                break
+        if not self.listening:
+            self._kill()
+            self._err_thread.join(2)
+            raise LiveCaptureError(explain("\n".join(self._stderr), self.interface, self.bpf))
+
+    def packets(self):
+        """The captured packets, as they come, until tcpdump stops."""
+        with open_capture(self.proc.stdout, name=self.interface) as reader:
+            yield from reader
+
+    def refresh(self):
+        """Ask tcpdump for its counters (it answers on stderr, read by a thread)."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGUSR1)
+
+    def stop(self):
+        """SIGINT (once what the kernel still holds has been handed over): tcpdump flushes the
+        pipe, reports its final counters and exits."""
+        if self._stopping is None:
+            self._stopping = threading.Timer(
+                0 if self.immediate else BLOCK_TIMEOUT, self._interrupt
+            )
+            self._stopping.daemon = True
+            self._stopping.start()
+
+    def _interrupt(self):
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGINT)
+
+    def close(self):
+        """Wait for tcpdump to end (it ends on stop(); killed if it does not) and its report."""
+        self.stop()
+        try:
+            self.proc.wait(timeout=5 + BLOCK_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self._kill()
+        self._err_thread.join(5)
+        with contextlib.suppress(OSError):
+            self.proc.stdout.close()
+
+    def _kill(self):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+    @property
+    def warnings(self):
+        return list(self._stderr)
+
+
+class StreamCapture:
+    """A pcap or pcapng stream already being written elsewhere: standard input or a pipe.
+
+    Drop counters are not known here (the writer has them); the file's own cuts are reported
+    by the reader as warnings.
+    """
+
+    def __init__(self, source):
+        self.source = source
+        self.name = "<stdin>" if source == "-" else str(source)
+        self.counters = {}
+        self.warnings = []
+        self._reader = None
+
+    def packets(self):
+        with open_capture(self.source) as reader:
+            self._reader = reader
+            yield from reader
+            self.warnings = list(reader.warnings)
+
+    def refresh(self):
+        pass
+
+    def stop(self):
+        pass
+
+    def close(self):
+        pass

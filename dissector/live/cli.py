@@ -1,0 +1,248 @@
+"""`kafka-dissect live`: sniff an interface (or read a pcap stream) and show what happens now."""
+
+import argparse
+import contextlib
+import signal
+import sys
+import time
+import traceback
+
+from ..errors import DissectorError
+from ..options import DEFAULT_MAX_FRAME, RECORD_MODES
+from ..tables import TABLES
+from ..tables.output import FORMATS
+from ..tables.summary import Summary
+from . import sniff
+from .capture import DEFAULT_BUFFER_KIB
+from .output import RotatingWriter, write_json_lines
+from .ring import PcapRing
+from .view import loss_line, render, stats_line
+from .window import Window
+
+
+def add_parser(subparsers):
+    p = subparsers.add_parser(
+        "live",
+        help="dissect live traffic from an interface or a pcap stream",
+        description="Capture on an interface (through tcpdump) or read a pcap/pcapng stream, "
+        "and show the Kafka traffic as it happens: a live view when stdout is a terminal, "
+        "else one JSON line per exchange on stdout and the figures on stderr.",
+    )
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("-i", "--interface", help="interface to capture on (any: all of them)")
+    where.add_argument(
+        "-r", "--read", metavar="FILE", help="read a pcap/pcapng stream instead; - for stdin"
+    )
+    p.add_argument("--port", type=int, action="append", default=[], help="broker port (repeatable)")
+    p.add_argument("--filter", dest="bpf", help="a further capture filter (BPF syntax)")
+    p.add_argument("--duration", type=float, help="seconds to run (default: until Ctrl-C)")
+    p.add_argument("-o", "--output", help=f"write the table as it grows ({', '.join(FORMATS)})")
+    p.add_argument(
+        "--table", choices=sorted(TABLES), default="pairs", help="table -o writes (%(default)s)"
+    )
+    p.add_argument("--rotate-mb", type=float, help="with -o: begin a new file past this many MB")
+    p.add_argument(
+        "--rotate-seconds", type=float, help="with -o: begin a new file after this many seconds"
+    )
+    p.add_argument("--ring", metavar="DIR", help="also keep the raw packets in pcap files there")
+    p.add_argument(
+        "--ring-files", type=int, default=10, help="pcap files the ring keeps (default %(default)s)"
+    )
+    p.add_argument(
+        "--ring-mb", type=float, default=100, help="MB per ring file (default %(default)g)"
+    )
+    p.add_argument(
+        "--buffer-kib",
+        type=int,
+        default=DEFAULT_BUFFER_KIB,
+        help="kernel capture buffer in KiB (default %(default)s)",
+    )
+    p.add_argument("--snaplen", type=int, default=0, help="bytes kept per packet (0: all)")
+    p.add_argument(
+        "--immediate",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="hand each packet over as it comes (default: unless the interface's MTU is above "
+        "16 KiB, as loopback's, where it would shrink the ring to a few packets)",
+    )
+    p.add_argument(
+        "--idle",
+        type=float,
+        default=600.0,
+        help="seconds without a packet after which a connection is ended (default %(default)g)",
+    )
+    p.add_argument(
+        "--unanswered",
+        type=float,
+        default=120.0,
+        help="seconds a request waits for its response beyond its own timeout (MaxWaitMs, "
+        "RebalanceTimeoutMs, ...) before it is reported unanswered (default %(default)g)",
+    )
+    p.add_argument(
+        "--window", type=float, default=10.0, help="seconds the live view's figures cover"
+    )
+    p.add_argument(
+        "--refresh", type=float, default=2.0, help="view redraws per second (1-4, default 2)"
+    )
+    p.add_argument(
+        "--stats-every",
+        type=float,
+        default=10.0,
+        help="seconds between figure lines on stderr when stdout is not a terminal",
+    )
+    p.add_argument("--records", choices=RECORD_MODES, default="batches")
+    p.add_argument("--protocol", choices=["0.7", "0.8+"])
+    p.add_argument("--max-frame", type=int, default=DEFAULT_MAX_FRAME)
+    p.add_argument("--show-secrets", action="store_true")
+    p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    return p
+
+
+def run(args):
+    writer = None
+    if args.output:
+        writer = RotatingWriter(
+            args.output,
+            args.table,
+            rotate_bytes=int(args.rotate_mb * 1e6) if args.rotate_mb else None,
+            rotate_seconds=args.rotate_seconds,
+        )
+    live = sniff(
+        args.interface,
+        args.port,
+        read=args.read,
+        bpf=args.bpf,
+        duration=args.duration,
+        buffer_kib=args.buffer_kib,
+        snaplen=args.snaplen,
+        idle=args.idle,
+        unanswered=args.unanswered,
+        protocol=args.protocol,
+        immediate=args.immediate,
+        max_frame=args.max_frame,
+        show_secrets=args.show_secrets,
+        records="full" if args.output and args.table == "records" else args.records,
+        ring=PcapRing(args.ring, args.ring_files, int(args.ring_mb * 1e6)) if args.ring else None,
+    )
+    if writer is not None and args.table == "streams":
+        live.on_streams = writer.add
+    summary = Summary()
+    tty = sys.stdout.isatty()
+    print(f"kafka-dissect: {_started(live.capture)}", file=sys.stderr, flush=True)
+    try:
+        with _stop_on_signals(live), live, _internal_errors(live, args.debug):
+            if tty:
+                _view(live, args, summary, writer)
+            else:
+                _json(live, args, summary, writer)
+    finally:
+        if writer is not None:
+            writer.close()  # what was written stays a complete file
+    out = sys.stdout if tty else sys.stderr
+    stats = live.stats()
+    for w in live.warnings:
+        print(f"kafka-dissect: warning: {w}", file=sys.stderr)
+    print(summary.text(_title(live, stats)), file=out)
+    print(stats_line(stats), file=out)
+    if writer is not None:
+        names = ", ".join(str(f) for f in writer.files)
+        print(f"wrote {writer.rows} rows of {args.table} to {names}", file=out)
+    return 0
+
+
+def _started(capture):
+    if getattr(capture, "proc", None) is None:
+        return f"reading {capture.name}"
+    mode = "immediate" if capture.immediate else "packed into blocks"
+    return f"capturing on {capture.name}, {mode}"
+
+
+def _title(live, stats):
+    drops = stats["kernel_drops"]
+    dropped = "" if drops is None else f" ({drops} dropped by the kernel)"
+    return (
+        f"{live.capture.name}: {stats['packets']} packets{dropped}, "
+        f"{stats['connections']} TCP connections examined, {stats['kafka_connections']} Kafka, "
+        f"{stats['exchanges']} exchanges"
+    )
+
+
+def _consume(batch, summary, writer, args):
+    for e in batch:
+        summary.add(e)
+    if writer is not None:
+        if args.table != "streams":
+            writer.add(batch)
+        writer.tick()
+
+
+def _json(live, args, summary, writer):
+    next_stats = time.monotonic() + args.stats_every
+    for batch in live.batches():
+        _consume(batch, summary, writer, args)
+        write_json_lines(batch, sys.stdout)
+        if time.monotonic() >= next_stats:
+            next_stats = time.monotonic() + args.stats_every
+            print(stats_line(live.stats()), file=sys.stderr, flush=True)
+
+
+def _view(live, args, summary, writer):
+    from rich.console import Console
+    from rich.live import Live
+
+    window = Window(args.window)
+    hz = min(4.0, max(1.0, args.refresh))
+    console = Console()
+    with Live(console=console, auto_refresh=False, transient=False) as screen:
+        next_draw = 0.0
+        for batch in live.batches():
+            _consume(batch, summary, writer, args)
+            window.add(batch)
+            now = time.monotonic()
+            if now >= next_draw:
+                next_draw = now + 1 / hz
+                screen.update(
+                    render(
+                        live.capture.name,
+                        live.stats(),
+                        window,
+                        live.waiting(),
+                        live.capture_now(),
+                    ),
+                    refresh=True,
+                )
+    console.print(loss_line(live.stats()))
+
+
+@contextlib.contextmanager
+def _internal_errors(live, debug):
+    """A bug met in the traffic: one line naming the packet it came with (--debug: traceback)."""
+    try:
+        yield
+    except DissectorError:
+        raise
+    except Exception as e:
+        if debug:
+            traceback.print_exc()
+        detail = " ".join(str(e).split())
+        raise DissectorError(
+            f"{live.capture.name}: frame {live.dissector.packets}: internal error: "
+            f"{type(e).__name__}: {detail}"
+        ) from e
+
+
+@contextlib.contextmanager
+def _stop_on_signals(live):
+    """Ctrl-C or SIGTERM ends the run cleanly (the capture drains, the summary prints); a
+    second Ctrl-C interrupts at once."""
+
+    def first(signum, frame):
+        live.stop()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    old = {s: signal.signal(s, first) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)

@@ -1,0 +1,269 @@
+"""A bounded live run: packets from a capture in, exchanges out, as they complete.
+
+A reader thread takes packets from the capture as fast as they come and queues them; the
+caller's thread feeds them to the core and, on a clock of its own, expires what has waited too
+long, asks the capture for its drop counters and ends the run after its duration. The queue is
+bounded: when the dissector falls behind, the reader stops reading, the pipe and then the
+kernel's ring fill, and the kernel counts what it drops.
+"""
+
+import threading
+import time
+from collections import deque
+
+from ..flow import Dissector
+from ..session.timeouts import DEFAULT_ALLOWANCE_NS, EXPIRED
+
+TICK = 0.25  # seconds between housekeeping rounds (expiry, counters, views)
+MAX_QUEUED = 200_000  # packets waiting for the dissector before the reader pauses
+TAKE = 2048  # packets fed between checks of the clock
+STREAM_SUMS = ("bytes_seen", "bytes_missing", "bytes_skipped", "gaps")
+
+
+class LiveRun:
+    """Iterate for exchanges as they complete; `stats()` at any time; `stop()` from anywhere.
+
+    capture: a TcpdumpCapture or StreamCapture. duration: seconds, None for no end.
+    idle: seconds without a packet after which a connection is ended ("idle").
+    unanswered: base seconds a request waits for its response (plus its own timeout).
+    on_streams: called with the accounting rows of each ended connection (else dropped,
+    after their figures are added to the totals). ring: a PcapRing that keeps the raw packets.
+    """
+
+    def __init__(
+        self,
+        capture,
+        options,
+        duration=None,
+        idle=600.0,
+        unanswered=DEFAULT_ALLOWANCE_NS / 1e9,
+        max_buffer=None,
+        on_streams=None,
+        ring=None,
+    ):
+        self.capture = capture
+        self.dissector = Dissector(options)
+        if max_buffer is not None:
+            self.dissector.tcp.max_buffer = max_buffer
+        self.duration = duration
+        self.idle_ns = int(idle * 1e9)
+        self.allowance_ns = int(unanswered * 1e9)
+        self.on_streams = on_streams
+        self.ring = ring
+        self.bytes = 0
+        self.expired = 0  # requests reported unanswered by their deadline
+        self.exchanges = 0
+        self.ended = dict.fromkeys(STREAM_SUMS, 0)
+        self.ended_midstream = 0
+        self.ended_connections = 0
+        self.ended_kafka = 0
+        self.started = None
+        self.warnings = []
+        self.error = None  # an exception of the reader thread, raised in the caller's
+        self._queue = deque()
+        self._wake = threading.Event()
+        self._waiting = False
+        self._done = threading.Event()  # the reader saw the end of the capture
+        self._stop = threading.Event()
+        self._thread = None
+        self._first_ts = None
+        self._last_ts = None  # capture time of the newest packet, and when it was fed
+        self._last_mono = 0.0
+        self._closed = False
+
+    # -- control -----------------------------------------------------------------------------
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def start(self):
+        if self._thread is None:
+            self.started = time.monotonic()
+            self._thread = threading.Thread(target=self._read, name="capture", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self):
+        """End the run: the capture stops, what it still holds is dissected, then finish."""
+        self._stop.set()
+        self.capture.stop()
+        self._wake.set()
+
+    def close(self):
+        if self._closed:
+            return
+        self._closed = True
+        self.stop()
+        self.capture.close()
+        if self._thread is not None:
+            self._thread.join(5)
+        if self.ring is not None:
+            self.ring.close()
+
+    # -- the reader thread -------------------------------------------------------------------
+
+    def _read(self):
+        queue = self._queue
+        try:
+            for packet in self.capture.packets():
+                queue.append(packet)
+                if self._waiting:
+                    self._wake.set()
+                while len(queue) > MAX_QUEUED and not self._stop.is_set():
+                    time.sleep(0.001)  # let the dissector catch up; the kernel ring holds on
+        except BaseException as e:  # handed to the caller's thread, which reports it
+            self.error = e
+        finally:
+            self._done.set()
+            self._wake.set()
+
+    # -- the caller's thread -----------------------------------------------------------------
+
+    def __iter__(self):
+        for batch in self.batches():
+            yield from batch
+
+    def batches(self):
+        """Lists of exchanges, one at least every TICK seconds (possibly empty), so a caller
+        can refresh a view on time; the last comes once the capture has ended."""
+        self.start()
+        d = self.dissector
+        queue = self._queue
+        feed = d.feed
+        next_tick = time.monotonic() + TICK
+        end = None if self.duration is None else self.started + self.duration
+        while True:
+            out = []
+            n = 0
+            if queue and self._first_ts is None:
+                self._first_ts = queue[0].ts
+            while queue and n < TAKE:
+                packet = queue.popleft()
+                self.bytes += len(packet.data)
+                if self.ring is not None:
+                    self.ring.write(packet)
+                out += feed(packet)
+                n += 1
+            if n:
+                self._last_ts = packet.ts
+                self._last_mono = time.monotonic()
+            now = time.monotonic()
+            if end is not None and now >= end and not self._stop.is_set():
+                self.stop()
+            ticked = now >= next_tick
+            if ticked:
+                next_tick = now + TICK
+                out += self._housekeeping()
+            if self._done.is_set() and not queue:
+                if self.error is not None:
+                    raise self.error
+                out += d.finish()
+                self._drain_streams()
+                self.warnings += self.capture.warnings
+                self.exchanges += len(out)
+                yield out
+                return
+            if out or ticked:
+                self.exchanges += len(out)
+                yield out
+            if not queue:
+                self._wait(max(0.0, min(next_tick, end or next_tick) - time.monotonic()))
+
+    def _wait(self, timeout):
+        self._waiting = True
+        self._wake.clear()
+        if not self._queue and not self._done.is_set():
+            self._wake.wait(timeout)
+        self._waiting = False
+
+    def _housekeeping(self):
+        self.capture.refresh()
+        out = []
+        now = self.capture_now()
+        if now is not None:
+            out = self.dissector.expire(now, self.idle_ns, self.allowance_ns)
+            self.expired += sum(1 for e in out if e.reason == EXPIRED)
+        self._drain_streams()
+        return out
+
+    def capture_now(self):
+        """Capture time now: the newest packet's timestamp plus the time since it came (the
+        capture's clock, which for a piped remote capture is not this machine's)."""
+        if self._last_ts is None:
+            return None
+        return self._last_ts + int((time.monotonic() - self._last_mono) * 1e9)
+
+    def _drain_streams(self):
+        """Accounting rows of ended connections leave the dissector: a long run keeps sums."""
+        rows = self.dissector.streams
+        if not rows:
+            return
+        self.dissector.streams = []
+        for row in rows:
+            for key in STREAM_SUMS:
+                self.ended[key] += row[key]
+            if row["direction"] == "request":
+                self.ended_connections += 1
+                self.ended_kafka += row["kafka"]
+                self.ended_midstream += row["client_side_from"] != "syn"
+        if self.on_streams is not None:
+            self.on_streams(rows)
+
+    # -- figures -----------------------------------------------------------------------------
+
+    def stats(self):
+        """What the run saw and what it lost, so far."""
+        d = self.dissector
+        sums = dict(self.ended)
+        midstream = self.ended_midstream
+        for conv in list(d.conversations.values()):
+            conn = conv.conn
+            sums["bytes_seen"] += sum(conn.bytes_seen)
+            sums["bytes_missing"] += sum(conn.bytes_gap)
+            sums["bytes_skipped"] += sum(f.bytes_skipped for f in conv.framers)
+            sums["gaps"] += sum(conv.gaps)
+            midstream += conn.how != "syn"
+        counters = self.capture.counters
+        return {
+            "seconds": 0.0 if self.started is None else time.monotonic() - self.started,
+            "packets": d.packets,
+            # From the first packet to the newest, in capture time: what rates are taken over.
+            "capture_seconds": 0.0
+            if self._first_ts is None
+            else (self._last_ts - self._first_ts) / 1e9,
+            "bytes": self.bytes,
+            "captured": counters.get("captured"),
+            "kernel_drops": counters.get("kernel_drops"),
+            "interface_drops": counters.get("interface_drops"),
+            "queued": len(self._queue),
+            # As `analyze` counts them: connections that carried payload, ended or not.
+            "connections": self.ended_connections + len(d.conversations),
+            "kafka_connections": self.ended_kafka + sum(c.kafka for c in d.conversations.values()),
+            "open_connections": len(d.conversations),
+            "exchanges": self.exchanges,
+            "gaps": sums["gaps"],
+            "bytes_missing": sums["bytes_missing"],
+            # Times a direction had to re-find frame boundaries: joined mid-stream, or a gap.
+            "resyncs": 2 * midstream + sums["gaps"],
+            "bytes_skipped": sums["bytes_skipped"],
+            "expired_requests": self.expired,
+        }
+
+    def waiting(self, limit=5):
+        """The oldest requests still waiting for their response: (request, connection)."""
+        found = []
+        for conv in list(self.dissector.conversations.values()):
+            session = conv.session
+            if session is None:
+                continue
+            pending = session.pending
+            queues = pending.values() if isinstance(pending, dict) else [pending]
+            for queue in list(queues):
+                for req in list(queue)[:1]:
+                    found.append((req, conv.conn))
+        found.sort(key=lambda rc: rc[0].frame.first_ts)
+        return found[:limit]
