@@ -94,6 +94,44 @@ def test_summary_hints_at_port_when_nothing_is_kafka(tmp_path):
     assert "not Kafka: 1 TCP connections (ports 9999)" in out and "--port" in out
 
 
+# -- 3. frames cut by the snap length ---------------------------------------------------------
+
+
+def test_frames_cut_by_the_snap_length_keep_their_rows(tmp_path):
+    big = {"Topics": [{"Name": "t" * 2900}]}  # a request of ~3 KB in one 3 KB segment
+
+    def build(cap):
+        c = Connection(cap, mss=65000)
+        c.request(encode_request(API_VERSIONS, 3, 1, "snap", {}))
+        c.response(encode_response(API_VERSIONS, 3, 1, {"ErrorCode": 0, "ApiKeys": []}))
+        c.request(encode_request(METADATA, 1, 2, "snap", big))
+        meta = {
+            "Brokers": [],
+            "ControllerId": 1,
+            "Topics": [{"ErrorCode": 3, "Name": "t" * 2900, "IsInternal": False, "Partitions": []}],
+        }
+        c.response(encode_response(METADATA, 1, 2, meta))
+        c.close()
+
+    whole = pcap(tmp_path, build)
+    cut = Capture()
+    for p in dissector.capture.open_capture(whole):
+        cut.packets.append(p._replace(data=p.data[:200]))  # tcpdump -s 200
+    pairs = dissector.read_pcap(cut.write_pcap(tmp_path / "cut.pcap"))
+    meta = pairs[pairs.api_name == "Metadata"].iloc[0]
+    assert (meta.api_version, meta.correlation_id, meta.client_id) == (1, 2, "snap")
+    assert (meta.request_frame, meta.response_frame) == (6, 7)
+    # The topic's error lies in the captured bytes of the response.
+    assert (meta.status, meta.error_name) == ("error", "UNKNOWN_TOPIC_OR_PARTITION")
+    assert meta.request_bytes > 2900 and meta.response_bytes > 2900
+    assert "request cut by the capture: 134 of" in meta.reason
+    streams = dissector.read_pcap(tmp_path / "cut.pcap", table="streams")
+    assert (
+        streams.bytes_seen
+        == streams.bytes_delivered + streams.bytes_duplicate + streams.bytes_dropped
+    ).all()
+
+
 # -- 4. a response captured before its request ----------------------------------------------
 
 
