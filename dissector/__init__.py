@@ -11,8 +11,6 @@ from .flow import Dissector
 from .live import sniff
 from .session.exchange import COLUMNS, Exchange
 from .source import dissect, read_pcap
-from .tables import parse_bodies
-from .tables.output import read_table
 
 __all__ = [
     "COLUMNS",
@@ -27,3 +25,16 @@ __all__ = [
     "read_table",
     "sniff",
 ]
+
+
+def __getattr__(name):
+    # Table helpers load Arrow and pandas: only when asked for.
+    if name == "parse_bodies":
+        from .tables.arrow import parse_bodies
+
+        return parse_bodies
+    if name == "read_table":
+        from .tables.output import read_table
+
+        return read_table
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,8 +11,7 @@ from .errors import DissectorError
 from .live import cli as live_cli
 from .options import DEFAULT_MAX_FRAME, RECORD_MODES, Options
 from .spark import cli as spark_cli
-from .tables import TABLES, arrow_batches
-from .tables.output import FORMATS, TableWriter
+from .tables import FORMATS, TABLES
 from .tables.summary import Summary, capture_notes
 
 
@@ -124,7 +123,10 @@ def analyze(args):
     table = args.table
     records = "full" if args.output and table == "records" else args.records
     writer = None
-    if args.output:
+    if args.output:  # Arrow and pandas are loaded only to write a table
+        from .tables import arrow_batches
+        from .tables.output import TableWriter
+
         writer = TableWriter(args.output, table, capture=len(args.captures) > 1)
     try:
         for path in args.captures:

@@ -9,15 +9,10 @@ import traceback
 
 from ..errors import DissectorError
 from ..options import DEFAULT_MAX_FRAME, RECORD_MODES
-from ..tables import TABLES
-from ..tables.output import FORMATS
+from ..tables import FORMATS, TABLES
 from ..tables.summary import Summary
 from . import sniff
 from .capture import DEFAULT_BUFFER_KIB
-from .output import RotatingWriter, write_json_lines
-from .ring import PcapRing
-from .view import loss_line, render, stats_line
-from .window import Window
 
 
 def add_parser(subparsers):
@@ -99,6 +94,13 @@ def add_parser(subparsers):
 
 
 def run(args):
+    # The view, the writers and the ring load rich, Arrow and pandas: only for a live run.
+    global RotatingWriter, write_json_lines, PcapRing, loss_line, render, stats_line, Window
+    from .output import RotatingWriter, write_json_lines
+    from .ring import PcapRing
+    from .view import loss_line, render, stats_line
+    from .window import Window
+
     writer = None
     if args.output:
         writer = RotatingWriter(

@@ -2,12 +2,31 @@
 Arrow batches (`arrow.py`), read as pandas, written to files (`output.py`), summarised
 (`summary.py`)."""
 
-from .arrow import arrow_batches, body_json, parse_bodies, parse_body, to_pandas
+from .bodies import body_json, parse_body
 from .pairs import order, pairs_rows
 from .partitions import PartitionRows
 from .records import exchange_records
-from .schema import SCHEMAS, TABLES
 from .streams import stream_rows
+
+TABLES = ("pairs", "partitions", "records", "streams")  # as schema.py declares them
+FORMATS = (".parquet", ".csv", ".jsonl")
+
+# Arrow and pandas are loaded when a table is built, not for a stream or a summary.
+_LAZY = {
+    "arrow_batches": "arrow",
+    "to_pandas": "arrow",
+    "parse_bodies": "arrow",
+    "SCHEMAS": "schema",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # table -> a new function from one exchange (one accounting row for "streams") to its rows;
 # a function per table built, as some remember what came before (high watermarks)
@@ -30,7 +49,9 @@ SORT_KEYS = {
 def build_table(items, table="pairs", streams=None):
     """A pandas DataFrame of a whole table, in capture order; "streams" is built from the
     dissector's accounting rows."""
-    if table not in SCHEMAS:
+    from .arrow import arrow_batches, to_pandas
+
+    if table not in TABLES:
         raise ValueError(f"unknown table {table!r}; choose from {', '.join(TABLES)}")
     if table == "streams":
         items = streams or []

@@ -4,11 +4,8 @@ Tables are built column by column, a batch of exchanges at a time, as exchanges 
 file, a Spark task or a live view never needs the whole table.
 """
 
-import base64
-import json
 from itertools import islice
 
-import pandas as pd
 import pyarrow as pa
 
 from .schema import RECORD_TIME, SCHEMAS
@@ -16,29 +13,10 @@ from .schema import RECORD_TIME, SCHEMAS
 BATCH_ROWS = 4096  # exchanges per batch: large enough for Arrow, small enough to stream
 
 
-def _json_default(value):
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return base64.b64encode(value).decode("ascii")
-    if isinstance(value, (set, frozenset)):
-        return sorted(value)
-    raise TypeError(f"{type(value).__name__} in a decoded body")
-
-
-_encode = json.JSONEncoder(default=_json_default, separators=(",", ":")).encode
-
-
-def body_json(body):
-    """A decoded body as JSON text (bytes as base64; tag numbers become text keys)."""
-    return None if body is None else _encode(body)
-
-
-def parse_body(value):
-    """A body from any table back to a dict: JSON text is parsed, dicts pass through."""
-    return json.loads(value) if isinstance(value, str) else value
-
-
 def parse_bodies(pairs):
     """A pairs DataFrame with `request` and `response` parsed from JSON text into dicts."""
+    from .bodies import parse_body
+
     return pairs.assign(
         request=pairs["request"].map(parse_body, na_action="ignore").astype(object),
         response=pairs["response"].map(parse_body, na_action="ignore").astype(object),
@@ -78,22 +56,27 @@ def _batch(columns, schema):
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-_PANDAS_TYPES = {
-    pa.int8(): pd.Int8Dtype(),
-    pa.int16(): pd.Int16Dtype(),
-    pa.int32(): pd.Int32Dtype(),
-    pa.int64(): pd.Int64Dtype(),
-    pa.bool_(): pd.BooleanDtype(),
-    pa.float64(): pd.Float64Dtype(),
-}
+def _pandas_types():
+    import pandas as pd
+
+    return {
+        pa.int8(): pd.Int8Dtype(),
+        pa.int16(): pd.Int16Dtype(),
+        pa.int32(): pd.Int32Dtype(),
+        pa.int64(): pd.Int64Dtype(),
+        pa.bool_(): pd.BooleanDtype(),
+        pa.float64(): pd.Float64Dtype(),
+    }
 
 
 def to_pandas(batches, table="pairs"):
     """A DataFrame of record batches (or an Arrow table): nullable integer and boolean
     columns, UTC timestamps, lists as Python lists, binary as bytes."""
+    import pandas as pd
+
     schema = SCHEMAS[table]
     data = batches if isinstance(batches, pa.Table) else pa.Table.from_batches(batches, schema)
-    df = data.to_pandas(types_mapper=_PANDAS_TYPES.get)
+    df = data.to_pandas(types_mapper=_pandas_types().get)
     for f in schema:
         if f.type == RECORD_TIME and f.name in df:
             # Any int64 is a legal record timestamp; those a pandas datetime cannot hold

@@ -16,10 +16,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from . import FORMATS
 from .arrow import to_pandas
 from .schema import SCHEMAS
 
-FORMATS = (".parquet", ".csv", ".jsonl")
 ISO = "%Y-%m-%dT%H:%M:%SZ"  # Arrow prints the fraction the unit has after %S
 
 
@@ -64,7 +64,7 @@ class TableWriter:
         if self.format == ".parquet":
             self._writer.write_batch(batch)
             return
-        text = _as_text(batch, lists_as_json=self.format == ".csv")
+        text = as_text(batch, lists_as_json=self.format == ".csv")
         if self.format == ".csv":
             self._writer.writerows(zip(*text.values(), strict=True))
         else:
@@ -99,7 +99,7 @@ def _b64(value):
     return None if value is None else base64.b64encode(value).decode("ascii")
 
 
-def _as_text(batch, lists_as_json):
+def as_text(batch, lists_as_json):
     """Column name -> Python values a text format can hold."""
     out = {}
     for field, column in zip(batch.schema, batch.columns, strict=True):

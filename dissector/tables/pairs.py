@@ -1,9 +1,8 @@
 """The `pairs` table: one row per request, and one per response whose request was unseen."""
 
-from .arrow import body_json
-from .schema import columns
+from ..session.exchange import COLUMNS
+from .bodies import body_json
 
-COLUMNS = columns("pairs")
 _PLAIN = tuple(c for c in COLUMNS if c not in ("request", "response"))
 
 

@@ -7,7 +7,6 @@ sides of the same topic-partition are merged into one row.
 
 from ..protocol.apikeys import FETCH
 from ..protocol.errors import error_name
-from .schema import columns
 
 TOPIC_KEYS = ("Name", "Topic", "TopicName")
 PARTITION_KEYS = ("PartitionIndex", "Partition", "Index", "PartitionId")
@@ -48,7 +47,6 @@ RECORD_COLUMNS = (
     "compression",
     "codecs",
 )
-COLUMNS = columns("partitions")
 
 
 def partition_items(body, topic=None, topic_id=None, topic_error=None):

@@ -189,6 +189,7 @@ STREAMS = _schema(
 
 SCHEMAS = {"pairs": PAIRS, "partitions": PARTITIONS, "records": RECORDS, "streams": STREAMS}
 TABLES = tuple(SCHEMAS)
+assert TABLES == __import__("dissector.tables", fromlist=["TABLES"]).TABLES
 
 
 def columns(table):
