@@ -9,7 +9,11 @@ need=()
 command -v tshark >/dev/null || need+=(tshark)
 command -v tcpdump >/dev/null || need+=(tcpdump)
 command -v kcat >/dev/null || need+=(kcat)
-command -v java >/dev/null || need+=(default-jre-headless)
+# Spark 4 runs on Java 17 or 21; Debian 12's default-jre-headless is OpenJDK 17.
+java_major() { java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1; }
+if ! command -v java >/dev/null || [ "$(java_major)" -lt 17 ]; then
+  need+=(default-jre-headless)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"

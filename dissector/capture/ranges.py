@@ -1,0 +1,419 @@
+"""Byte ranges of one capture file, read by independent tasks with Wireshark's frame numbers.
+
+A capture is cut into ranges of about `split_bytes`. A range owns exactly the packet records
+(pcap) or blocks (pcapng) that START inside it. Reading one takes two steps:
+
+1. `survey(path, head, start, end)`: find the first record boundary at or after `start`
+   without reading anything before it, then walk the record headers to the first boundary at
+   or after `end`, counting packets and keeping the pcapng header blocks (section headers and
+   interface descriptions) met on the way. A boundary is only taken where a chain of
+   consistent headers starts: for pcap, CHAIN record headers in a row with sane lengths,
+   sub-second fields and times near the file's first packet; for pcapng, CHAIN blocks whose
+   lengths are multiples of 4 and match their trailing copies. The chain may end exactly at
+   the end of the file.
+2. `stitch(surveys)`: in file order, check that each range starts where the previous one
+   stopped (else survey it again from there: a chain found inside packet data is never
+   trusted), and give each range the number of packets before it and the header bytes it
+   needs: the pcap file header, or the pcapng section header and interface blocks in force
+   at its start.
+
+`range_packets(piece)` then yields a range's packets, parsed by the same readers as a whole
+file, with frame numbers counted from the start of the file. gzip-compressed files cannot be
+entered in the middle: they are one range, read from the start.
+"""
+
+import gzip
+import os
+import struct
+from dataclasses import dataclass, field
+
+from dissector.capture import pcap, pcapng
+from dissector.capture.packet import Packet
+from dissector.capture.reader import GZIP_MAGIC, Source
+from dissector.errors import CaptureError
+
+CHAIN = 8  # consecutive consistent headers that make a boundary
+WINDOW = 4 << 20  # bytes read at a time while walking headers
+# A pcap record time further than this from the file's first packet breaks a chain.
+TIME_SLACK = 10 * 365 * 86400
+PACKET_BLOCKS = (pcapng.EPB, pcapng.PB, pcapng.SPB)
+
+
+def open_input(path):
+    """A binary file object for a local path or any URI pyarrow's filesystems reach."""
+    if "://" not in str(path):
+        return open(path, "rb")  # noqa: SIM115 - the caller closes it
+    from pyarrow import fs
+
+    filesystem, inner = fs.FileSystem.from_uri(str(path))
+    return filesystem.open_input_file(inner)
+
+
+def file_size(path):
+    if "://" not in str(path):
+        return os.path.getsize(path)
+    from pyarrow import fs
+
+    filesystem, inner = fs.FileSystem.from_uri(str(path))
+    return filesystem.get_file_info(inner).size
+
+
+# -- the file head ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Head:
+    """What every range of a file needs to know from its first bytes."""
+
+    format: str  # "pcap", "pcapng" or "gzip"
+    size: int
+    byteorder: str = "<"  # pcap: of the file; pcapng: of the first section
+    frac_limit: int = 0  # pcap: 10**6 or 10**9, the bound of the sub-second field
+    first_sec: int | None = None  # pcap: the first record's seconds, to judge candidates
+    header: bytes = b""  # pcap: the 24-byte file header
+
+
+def read_head(path):
+    """The format and first facts of a capture; CaptureError if it is not one."""
+    size = file_size(path)
+    with open_input(path) as f:
+        head = f.read(64 * 1024)
+    if not head:
+        raise CaptureError(path, "empty file, not a capture", frame=1, offset=0)
+    if head[:2] == GZIP_MAGIC:
+        return Head("gzip", size)
+    magic = bytes(head[:4])
+    if magic in pcap.MAGICS:
+        if len(head) < pcap.FILE_HEADER_LEN:
+            raise CaptureError(path, "file ends inside the pcap file header", frame=1, offset=0)
+        bo, frac_ns = pcap.MAGICS[magic]
+        first_sec = None
+        if len(head) >= pcap.FILE_HEADER_LEN + 4:
+            first_sec = struct.unpack_from(bo + "I", head, pcap.FILE_HEADER_LEN)[0]
+        limit = 1_000_000_000 // frac_ns
+        return Head("pcap", size, bo, limit, first_sec, bytes(head[: pcap.FILE_HEADER_LEN]))
+    if magic == pcapng.SHB_MAGIC:
+        bom = head[8:12]
+        return Head("pcapng", size, ">" if bom == b"\x1a\x2b\x3c\x4d" else "<")
+    raise CaptureError(path, f"not a capture file (unknown magic {magic.hex()})", frame=1, offset=0)
+
+
+def plan(size, split_bytes, head):
+    """(start, end) byte ranges covering a file; one range for gzip or a small file."""
+    if head.format == "gzip" or split_bytes <= 0 or size <= split_bytes:
+        return [(0, size)]
+    bounds = list(range(0, size, split_bytes)) + [size]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
+# -- reading headers -----------------------------------------------------------------------
+
+
+class Window:
+    """Random reads served from a large cached window of the file."""
+
+    def __init__(self, f, size, chunk=WINDOW):
+        self.f = f
+        self.size = size
+        self.chunk = chunk
+        self.base = 0
+        self.buf = b""
+
+    def read(self, off, n):
+        if off < self.base or off + n > self.base + len(self.buf):
+            self.f.seek(off)
+            self.buf = self.f.read(max(n, self.chunk))
+            self.base = off
+        i = off - self.base
+        return self.buf[i : i + n]
+
+
+@dataclass
+class Survey:
+    """One range walked: where its first and next-after-last records start, what it holds."""
+
+    start: int  # the range as planned
+    end: int
+    first: int | None  # offset of the first record starting in the range (None: none does)
+    stop: int  # offset of the first record at or after `end` (or where the walk stopped)
+    packets: int = 0
+    headers: list = field(default_factory=list)  # pcapng: (offset, block type, raw bytes)
+    cut: str = ""  # "record"/"block"/...: the file ends inside one, at `stop`
+    error: tuple | None = None  # (packets before it in the range, offset, reason)
+
+
+def survey(path, head, start, end, known_start=None):
+    """Walk the records starting in [start, end); see the module docstring."""
+    with open_input(path) as f:
+        # A small range reads little more than itself: enough for the chains after it.
+        win = Window(f, head.size, min(WINDOW, end - start + (64 << 10)))
+        if head.format == "pcap":
+            return _survey_pcap(win, head, start, end, known_start)
+        return _survey_pcapng(win, head, start, end, known_start)
+
+
+def _pcap_header_ok(win, head, off, unpack):
+    """The record header at `off` as (incl, next offset), or None if it is not plausible."""
+    raw = win.read(off, pcap.RECORD_HEADER_LEN)
+    if len(raw) < pcap.RECORD_HEADER_LEN:
+        return None
+    sec, frac, incl, orig = unpack(raw)
+    if frac >= head.frac_limit or incl > pcap.MAX_RECORD or incl > max(orig, 65535):
+        return None
+    if head.first_sec is not None and abs(sec - head.first_sec) > TIME_SLACK:
+        return None
+    nxt = off + pcap.RECORD_HEADER_LEN + incl
+    return None if nxt > win.size else nxt
+
+
+def _pcap_chain(win, head, off, unpack):
+    for _ in range(CHAIN):
+        if off == win.size:
+            return True
+        off = _pcap_header_ok(win, head, off, unpack)
+        if off is None:
+            return False
+    return True
+
+
+def _survey_pcap(win, head, start, end, known_start):
+    unpack = struct.Struct(head.byteorder + "IIII").unpack
+    size = win.size
+    if known_start is not None:
+        pos = known_start
+    elif start <= pcap.FILE_HEADER_LEN:
+        pos = pcap.FILE_HEADER_LEN
+    else:
+        pos = next(
+            (o for o in range(start, min(end, size)) if _pcap_chain(win, head, o, unpack)), None
+        )
+        if pos is None:
+            return Survey(start, end, None, end)
+    first = pos if pos < end else None
+    count = 0
+    while pos < end:
+        raw = win.read(pos, pcap.RECORD_HEADER_LEN)
+        if len(raw) < pcap.RECORD_HEADER_LEN:
+            return Survey(start, end, first, pos, count, cut="record header" if raw else "")
+        incl = unpack(raw)[2]
+        nxt = pos + pcap.RECORD_HEADER_LEN + incl
+        if nxt > size:
+            if incl > pcap.MAX_RECORD:
+                why = f"record claims {incl} captured bytes"
+                return Survey(start, end, first, pos, count, error=(count, pos, why))
+            return Survey(start, end, first, pos, count, cut="record")
+        count += 1
+        pos = nxt
+    return Survey(start, end, first, pos, count)
+
+
+_BLOCK = {bo: struct.Struct(bo + "II") for bo in "<>"}
+_U32 = {bo: struct.Struct(bo + "I") for bo in "<>"}
+
+
+def _block_ok(win, off, bo):
+    """(block type, length, byte order) of a consistent pcapng block at `off`, else None."""
+    raw = win.read(off, 12)
+    if len(raw) < 12:
+        return None
+    btype, blen = _BLOCK[bo].unpack_from(raw)
+    if btype == pcapng.SHB:
+        bom = raw[8:12]
+        if bom not in (b"\x4d\x3c\x2b\x1a", b"\x1a\x2b\x3c\x4d"):
+            return None
+        bo = "<" if bom == b"\x4d\x3c\x2b\x1a" else ">"
+        blen = _U32[bo].unpack_from(raw, 4)[0]
+    if blen & 3 or blen < pcapng.MIN_LEN.get(btype, 12) or blen > pcapng.MAX_BLOCK:
+        return None
+    if off + blen > win.size or _U32[bo].unpack(win.read(off + blen - 4, 4))[0] != blen:
+        return None
+    if btype in (pcapng.EPB, pcapng.PB):
+        caplen = _U32[bo].unpack(win.read(off + 20, 4))[0]
+        if caplen > blen - 32:
+            return None
+    return btype, blen, bo
+
+
+def _pcapng_chain(win, off, bo):
+    for _ in range(CHAIN):
+        if off == win.size:
+            return True
+        found = _block_ok(win, off, bo)
+        if found is None:
+            return False
+        off += found[1]
+        bo = found[2]
+    return True
+
+
+def _survey_pcapng(win, head, start, end, known_start):
+    size = win.size
+    if known_start is not None:
+        pos, bo = known_start
+    elif start == 0:
+        pos, bo = 0, head.byteorder
+    else:
+        pos = bo = None
+        for o in range((start + 3) & ~3, min(end, size), 4):
+            bo = next((b for b in "<>" if _pcapng_chain(win, o, b)), None)
+            if bo is not None:
+                pos = o
+                break
+        if pos is None:
+            return Survey(start, end, None, end)
+    first = (pos, bo) if pos < end else None
+    count = 0
+    headers = []
+    while pos < end:
+        raw = win.read(pos, 12)
+        if len(raw) < 12:
+            return Survey(
+                start, end, first, (pos, bo), count, headers, "block header" if raw else ""
+            )
+        found = _block_ok(win, pos, bo)
+        if found is None:
+            btype, blen = _BLOCK[bo].unpack_from(raw)
+            if pos + blen > size and not blen & 3 and blen <= pcapng.MAX_BLOCK:
+                return Survey(start, end, first, (pos, bo), count, headers, "block")
+            why = f"block of type {btype:#x} is corrupt (length {blen})"
+            return Survey(start, end, first, (pos, bo), count, headers, error=(count, pos, why))
+        btype, blen, bo = found
+        if btype in PACKET_BLOCKS:
+            count += 1
+        elif btype in (pcapng.SHB, pcapng.IDB):
+            headers.append((pos, btype, win.read(pos, blen)))
+        pos += blen
+    return Survey(start, end, first, (pos, bo), count, headers)
+
+
+# -- stitching the ranges together -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A range ready to read: its records lie in [start, stop); `frames` packets precede it."""
+
+    path: str
+    start: int
+    stop: int
+    frames: int
+    prefix: bytes  # header bytes to parse it with: pcap file header, or pcapng SHB + IDBs
+    compressed: bool = False
+
+
+def stitch(path, head, surveys):
+    """Pieces in file order from the surveys of consecutive ranges, checked against each
+    other; a range whose re-found start disagrees with where the previous walk stopped is
+    surveyed again from there. Returns (pieces, warnings). Raises CaptureError for a file
+    whose records or blocks are corrupt, naming the frame and offset as a whole-file read
+    would."""
+    pieces, warnings = [], []
+    frames = 0
+    section = b""  # pcapng: the SHB in force and the IDBs after it
+    interfaces = []
+    expected = None  # where the previous walk stopped
+    for s in surveys:
+        if expected is not None:
+            if _offset(expected) >= s.end:
+                continue  # the previous range's last record covers this one: it owns none
+            if s.first != expected:
+                s = survey(path, head, s.start, s.end, known_start=expected)
+        if s.first is None:
+            continue
+        prefix = head.header if head.format == "pcap" else section + b"".join(interfaces)
+        stop = _offset(s.stop)
+        pieces.append(Piece(path, _offset(s.first), stop, frames, prefix))
+        for _off, btype, raw in s.headers:
+            if btype == pcapng.SHB:
+                section, interfaces = raw, []
+            else:
+                interfaces.append(raw)
+        if s.error is not None:
+            count, offset, why = s.error
+            raise CaptureError(path, why, frame=frames + count + 1, offset=offset)
+        frames += s.packets
+        if s.cut:
+            warnings.append(
+                f"{path}: frame {frames + 1}, offset {stop}: truncated capture: file ends "
+                f"inside a {s.cut}; decoded up to the cut"
+            )
+            break
+        expected = s.stop
+    return pieces, warnings
+
+
+def _offset(where):
+    return where[0] if isinstance(where, tuple) else where
+
+
+def whole_file(path):
+    """The one piece of a file read from its start (gzip, or not worth splitting)."""
+    return Piece(path, 0, -1, 0, b"", compressed=True)
+
+
+# -- packets of a piece ----------------------------------------------------------------------
+
+
+class _PieceStream:
+    """The header prefix, then the file's bytes in [start, stop)."""
+
+    def __init__(self, f, prefix, start, stop):
+        self.f = f
+        self.prefix = prefix
+        self.left = stop - start
+        f.seek(start)
+
+    def read(self, n=-1):
+        if self.prefix:
+            out, self.prefix = self.prefix[:n], self.prefix[n:]
+            return out
+        if self.left <= 0:
+            return b""
+        data = self.f.read(min(n, self.left) if n and n > 0 else self.left)
+        self.left -= len(data)
+        return data
+
+
+def range_packets(piece, warnings=None):
+    """The packets of a piece, numbered as Wireshark numbers them in the whole file."""
+    warnings = [] if warnings is None else warnings
+    with open_input(piece.path) as f:
+        if piece.compressed:
+            raw = f.read(2)
+            f.seek(0)
+            stream = gzip.GzipFile(fileobj=f, mode="rb") if raw == GZIP_MAGIC else f
+            shift = 0
+        else:
+            stream = _PieceStream(f, piece.prefix, piece.start, piece.stop)
+            shift = piece.start - len(piece.prefix)
+        src = Source(piece.path, stream, warnings)
+        head = src.refill(b"", 0, pcap.FILE_HEADER_LEN, 1, 0)
+        magic = bytes(head[:4])
+        if magic in pcap.MAGICS:
+            packets = pcap.iter_pcap(src, head)
+        elif magic == pcapng.SHB_MAGIC:
+            packets = pcapng.iter_pcapng(src, head)
+        elif not head:
+            raise CaptureError(piece.path, "empty file, not a capture", frame=1, offset=0)
+        else:
+            raise CaptureError(
+                piece.path, f"not a capture file (unknown magic {magic.hex()})", frame=1, offset=0
+            )
+        base = piece.frames
+        new = tuple.__new__
+        try:
+            for p in packets:
+                yield new(Packet, (p[0] + base, p[1], p[2], p[3], p[4]))
+        except CaptureError as e:
+            offset = None if e.offset is None else e.offset + shift
+            frame = None if e.frame is None else e.frame + base
+            raise CaptureError(piece.path, e.reason, frame, offset) from None
+
+
+def pieces(path, split_bytes):
+    """Every piece of one file, surveyed here in one process; returns (pieces, warnings)."""
+    head = read_head(path)
+    if head.format == "gzip":
+        return [whole_file(path)], []
+    surveys = [survey(path, head, a, b) for a, b in plan(head.size, split_bytes, head)]
+    return stitch(path, head, surveys)

@@ -1,0 +1,112 @@
+"""`kafka-dissect spark`: a capture set dissected on Spark, written as parquet partitioned by
+capture, with the `analyze` summary of each capture."""
+
+import sys
+
+from ..errors import DissectorError
+from ..options import DEFAULT_MAX_FRAME, RECORD_MODES, Options
+from ..tables import TABLES
+
+
+def add_parser(subparsers):
+    p = subparsers.add_parser(
+        "spark", help="dissect a capture set on Apache Spark and write parquet"
+    )
+    p.add_argument("captures", nargs="+", help="capture files or globs (local or any URI)")
+    p.add_argument("-o", "--output", required=True, help="output directory (parquet)")
+    p.add_argument("--table", choices=TABLES, default="pairs", help="default %(default)s")
+    p.add_argument(
+        "--master",
+        default=None,
+        help="local[*] (default), spark://host:7077, or sc://host:15002 for Spark Connect",
+    )
+    p.add_argument(
+        "--split-bytes", default="128m", help="byte-range size for large captures (128m)"
+    )
+    p.add_argument("--port", type=int, action="append", default=[], help="broker port")
+    p.add_argument("--protocol", choices=("0.7", "0.8+"), default=None)
+    p.add_argument("--records", choices=RECORD_MODES, default="batches")
+    p.add_argument("--decompress", action="store_true")
+    p.add_argument("--max-decompressed", type=int, default=Options.max_decompressed)
+    p.add_argument("--max-ratio", type=int, default=Options.max_ratio)
+    p.add_argument("--max-frame", type=int, default=DEFAULT_MAX_FRAME)
+    p.add_argument("--show-secrets", action="store_true")
+    return p
+
+
+def session(master):
+    """A SparkSession for the command line (Spark's console progress bar on stderr), with the
+    package sent to executors that are not local."""
+    from pyspark.sql import SparkSession
+
+    from .ship import ship
+
+    if master and master.startswith("sc://"):
+        spark = SparkSession.builder.remote(master).getOrCreate()
+        ship(spark)
+        return spark
+    builder = SparkSession.builder.appName("kafka-dissect").config(
+        "spark.ui.showConsoleProgress", "true"
+    )
+    if master:
+        builder = builder.master(master)
+    spark = builder.getOrCreate()
+    if not spark.sparkContext.master.startswith("local"):
+        ship(spark)  # executors elsewhere may not have the package installed
+    return spark
+
+
+def run(args, spark=None):
+    """The subcommand; an error raised inside a Spark task comes back as one line."""
+    try:
+        return _run(args, spark)
+    except DissectorError:
+        raise
+    except Exception as e:
+        if type(e).__module__.startswith(("pyspark", "py4j")):
+            raise DissectorError(f"spark: {_last_line(str(e))}") from e
+        raise
+
+
+def _last_line(text):
+    """The line naming the error in a task's traceback (our errors name file, frame and
+    offset), else the last line."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if line.startswith("dissector.errors."):
+            return line.split(": ", 1)[1]
+    return lines[-1] if lines else text
+
+
+def _run(args, spark):
+    from . import Dissected, register
+
+    spark = spark or session(args.master)
+    register(spark)
+    records = "full" if args.table == "records" else args.records
+    dissected = Dissected(
+        spark,
+        args.captures,
+        args.split_bytes,
+        ports=args.port,
+        protocol=args.protocol,
+        records=records,
+        decompress=args.decompress,
+        max_decompressed=args.max_decompressed,
+        max_ratio=args.max_ratio,
+        max_frame=args.max_frame,
+        show_secrets=args.show_secrets,
+    )
+    for message in dissected.warnings:
+        print(f"kafka-dissect: warning: {message}", file=sys.stderr)
+    try:
+        table = dissected.table(args.table)
+        table.write.mode("overwrite").partitionBy("capture").parquet(args.output)
+        for _capture, title, summary in dissected.summaries():
+            print(summary.text(title))
+            print()
+        rows = spark.read.parquet(args.output).count()
+        print(f"wrote {rows} rows of {args.table} to {args.output}, partitioned by capture")
+    finally:
+        dissected.unpersist()
+    return 0

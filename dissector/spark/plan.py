@@ -1,0 +1,131 @@
+"""From paths to pieces: globs expanded, files cut into byte ranges, ranges surveyed (in
+Spark when a file has several), and pieces packed into tasks."""
+
+import dataclasses
+import fnmatch
+import glob
+import os
+import pickle
+
+from ..capture.ranges import plan, read_head, stitch, survey, whole_file
+from ..errors import CaptureError
+
+
+def expand(paths):
+    """Paths and globs (local, or URIs pyarrow's filesystems reach) -> files, in order."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    out = []
+    for path in map(str, paths):
+        if "://" in path:
+            found = _remote_glob(path) if glob.has_magic(path) else [path]
+        else:
+            found = sorted(glob.glob(path)) if glob.has_magic(path) else [path]
+            found = [p for p in found if os.path.isfile(p)] if glob.has_magic(path) else found
+        if not found:
+            raise CaptureError(path, "no capture file matches")
+        out += [p for p in found if p not in out]
+    return out
+
+
+def _remote_glob(pattern):
+    from pyarrow import fs
+
+    filesystem, inner = fs.FileSystem.from_uri(pattern.split("*")[0].rsplit("/", 1)[0] + "/")
+    scheme = pattern.split("://", 1)[0]
+    base = inner
+    infos = filesystem.get_file_info(fs.FileSelector(base, recursive=True))
+    rest = pattern.split("://", 1)[1]
+    return sorted(
+        f"{scheme}://{i.path}"
+        for i in infos
+        if i.type == fs.FileType.File
+        and fnmatch.fnmatch(i.path, rest.lstrip("/"))
+        or fnmatch.fnmatch("/" + i.path, rest)
+    )
+
+
+def _as_dict(capture, piece):
+    d = dataclasses.asdict(piece)
+    d["prefix"] = d["prefix"].hex()
+    return [capture, d]
+
+
+def plan_pieces(files, split_bytes, run_surveys):
+    """[(capture, piece dict)] for every file; `run_surveys(rows)` surveys the byte ranges of
+    the files that have several (rows of index, path, start, end) and returns their Surveys
+    in order. Returns (pieces, warnings)."""
+    heads = {path: read_head(path) for path in files}
+    ranges = {path: plan(head.size, split_bytes, head) for path, head in heads.items()}
+    split = [(path, a, b) for path in files if len(ranges[path]) > 1 for a, b in ranges[path]]
+    rows = [(i, *r) for i, r in enumerate(split)]
+    surveys = run_surveys(rows) if rows else []
+    by_file = {}
+    for (_, path, _a, _b), s in zip(rows, surveys, strict=True):
+        by_file.setdefault(path, []).append(s)
+    pieces, warnings = [], []
+    for path in files:
+        if path not in by_file:
+            pieces.append(_as_dict(path, whole_file(path)))
+            continue
+        found, warned = stitch(path, heads[path], by_file[path])
+        pieces += [_as_dict(path, p) for p in found]
+        warnings += warned
+    return pieces, warnings
+
+
+def plan_locally(files, split_bytes):
+    return plan_pieces(files, split_bytes, survey_here)[0]
+
+
+LOCAL_SURVEY_BYTES = 256 << 20  # below this, the driver walks the record headers itself
+
+
+def survey_here(rows):
+    heads = {}
+    out = []
+    for _, path, a, b in rows:
+        head = heads.get(path) or heads.setdefault(path, read_head(path))
+        out.append(survey(path, head, a, b))
+    return out
+
+
+def surveys_in_spark(spark, local_bytes=LOCAL_SURVEY_BYTES):
+    """A `run_surveys` that surveys the ranges as one Spark job (up to 64 tasks), or here
+    when they add up to less than `local_bytes`."""
+    from .tasks import SURVEYED, survey_batches
+    from .types import spark_schema
+
+    def run(rows):
+        if sum(b - a for _, _, a, b in rows) < local_bytes:
+            return survey_here(rows)
+        df = spark.createDataFrame(
+            [(i, path, a, b) for i, path, a, b in rows],
+            "index long, path string, start long, end long",
+        ).repartition(min(len(rows), 64))
+        got = df.mapInArrow(survey_batches, spark_schema(SURVEYED)).collect()
+        by_index = {r["index"]: pickle.loads(r["survey"]) for r in got}
+        return [by_index[i] for i, *_ in rows]
+
+    return run
+
+
+def pack(pieces, split_bytes):
+    """Pieces grouped into tasks: a large piece alone, small ones together up to split_bytes."""
+    groups, current, size = [], [], 0
+    for capture, piece in pieces:
+        n = piece["stop"] - piece["start"] if piece["stop"] >= 0 else _size(piece["path"])
+        if current and size + n > split_bytes:
+            groups.append(current)
+            current, size = [], 0
+        current.append((capture, piece))
+        size += n
+    if current:
+        groups.append(current)
+    return groups
+
+
+def _size(path):
+    from ..capture.ranges import file_size
+
+    return file_size(path)

@@ -1,0 +1,192 @@
+"""The functions Spark runs on its executors: surveying byte ranges, reading packets, and
+dissecting the packets of a group of connections.
+
+Everything here works on Arrow tables and plain values, so that it runs the same in a local
+session, on a cluster and behind Spark Connect.
+"""
+
+import pickle
+
+import pyarrow as pa
+
+from ..capture.packet import Packet
+from ..capture.ranges import Piece, range_packets, read_head, survey
+from ..flow import Dissector
+from ..options import Options
+from .connections import KeyDecoder, connection_key
+from .crossing import END, Clock, NumberingTracker, TaskDirectory
+
+# What the packet source yields: one row per TCP packet, with its shuffle key.
+PACKETS = pa.schema(
+    [
+        ("capture", pa.string()),
+        ("key", pa.int64()),
+        ("frame", pa.int64()),
+        ("ts", pa.int64()),
+        ("linktype", pa.int32()),
+        ("data", pa.binary()),
+        ("wirelen", pa.int64()),
+    ]
+)
+PACKET_BATCH = 8192
+
+# The key of the one row a piece adds after its packets: its last frame number, counted
+# into the capture's packet total (packets that are not TCP are not shuffled).
+LAST_FRAME_KEY = -1
+
+# What a group task yields: exchanges (pickled, with the moment each completed) and
+# accounting rows, and the facts that cross connections (see crossing.py): each connection's
+# first frame, each topic id learned, each broker endpoint proven Kafka and each lookup of an
+# endpoint not known then, with their moments; and each piece's last frame.
+EXCHANGE, STREAM_ROW, OPENED, LEARNED, LAST_FRAME, PROVEN, MISSED = range(7)
+DISSECTED = pa.schema(
+    [
+        ("capture", pa.string()),
+        ("key", pa.int64()),
+        ("kind", pa.int8()),
+        ("blob", pa.binary()),
+        ("frame", pa.int64()),
+        ("sub", pa.int64()),
+        ("seq", pa.int64()),
+        ("topic_id", pa.string()),  # a topic id, or an endpoint as "ip|port"
+        ("name", pa.string()),
+    ]
+)
+
+# What the survey task yields: one row per byte range.
+SURVEYED = pa.schema([("index", pa.int64()), ("survey", pa.binary())])
+
+
+def survey_batches(batches):
+    """mapInArrow: (index, path, start, end) rows -> pickled Surveys."""
+    heads = {}
+    for batch in batches:
+        out = []
+        for row in batch.to_pylist():
+            path = row["path"]
+            head = heads.get(path) or heads.setdefault(path, read_head(path))
+            out.append(pickle.dumps(survey(path, head, row["start"], row["end"])))
+        yield pa.RecordBatch.from_arrays(
+            [batch.column("index"), pa.array(out, pa.binary())], schema=SURVEYED
+        )
+
+
+def piece_packets(piece: Piece, capture: str):
+    """Record batches of PACKETS for one piece of a capture."""
+    decoder = KeyDecoder()
+    cols = ([], [], [], [], [], [])
+    last = piece.frames
+    for p in range_packets(piece):
+        last = p.frame
+        key = connection_key(decoder, p)
+        if key is None:
+            continue
+        for col, value in zip(cols, (key, *p), strict=True):
+            col.append(value)
+        if len(cols[0]) >= PACKET_BATCH:
+            yield _packet_batch(capture, cols)
+            cols = ([], [], [], [], [], [])
+    for col, value in zip(cols, (LAST_FRAME_KEY, last, 0, 0, b"", 0), strict=True):
+        col.append(value)
+    yield _packet_batch(capture, cols)
+
+
+def _packet_batch(capture, cols):
+    n = len(cols[0])
+    arrays = [pa.array([capture] * n, pa.string())]
+    arrays += [pa.array(c, f.type) for c, f in zip(cols, list(PACKETS)[1:], strict=True)]
+    return pa.RecordBatch.from_arrays(arrays, schema=PACKETS)
+
+
+class TaskDissector(Dissector):
+    """The core, fed one group's packets, keeping what crosses connections apart.
+    `seeds`: endpoint -> moment it was proven Kafka by other groups."""
+
+    def __init__(self, options, seeds=None):
+        super().__init__(options)
+        self.clock = Clock()
+        self.tcp = NumberingTracker(broker_ports=self.ports)
+        self.directory = TaskDirectory(self.clock, seeds or {})
+        self.moments = []  # completion moment of each exchange returned, in order
+
+    def _stamped(self, exchanges):
+        now = self.clock.now
+        self.moments += [now() for _ in exchanges]
+        return exchanges
+
+    def feed(self, packet):
+        self.clock.frame, self.clock.sub = packet.frame, 0
+        return self._stamped(super().feed(packet))
+
+    def finish(self):
+        """As the core's, with the moment of each connection's flush known."""
+        out = []
+        events = self.tcp.finish()
+        i = 0
+        while i < len(events):
+            conn = events[i].conn
+            j = i
+            while j < len(events) and events[j].conn is conn:
+                j += 1
+            self.clock.frame, self.clock.sub = END, conn.first_frame
+            out += self._stamped(self._events(events[i:j]))
+            i = j
+        return out
+
+
+def endpoint_text(ep):
+    return f"{ep[0]}|{ep[1]}"
+
+
+def endpoint_of(text):
+    ip, port = text.rsplit("|", 1)
+    return (ip, int(port))
+
+
+def dissect_group(options, seeds=None):
+    """applyInArrow function: the packets of one (capture, key) group -> DISSECTED rows.
+    `seeds`: capture -> {endpoint text: moment} proven Kafka elsewhere (a second round)."""
+    opts = Options(**options)
+    seeds = seeds or {}
+
+    def run(table):
+        capture = table.column("capture")[0].as_py()
+        key = table.column("key")[0].as_py()
+        rows = {name: [] for name in DISSECTED.names}
+
+        def add(kind, blob=None, moment=(None, None, None), topic_id=None, name=None):
+            values = (capture, key, kind, blob, *moment, topic_id, name)
+            for column, value in zip(DISSECTED.names, values, strict=True):
+                rows[column].append(value)
+
+        if key == LAST_FRAME_KEY:
+            add(LAST_FRAME, moment=(max(table.column("frame").to_pylist()), None, None))
+            return pa.Table.from_pydict(rows, schema=DISSECTED)
+        table = table.sort_by("frame")
+        mine = {endpoint_of(t): tuple(m) for t, m in seeds.get(capture, {}).items()}
+        d = TaskDissector(opts, mine)
+        exchanges = []
+        new = tuple.__new__
+        cols = [table.column(n).to_pylist() for n in ("frame", "ts", "linktype", "data", "wirelen")]
+        for fields in zip(*cols, strict=True):
+            exchanges += d.feed(new(Packet, fields))
+        exchanges += d.finish()
+        first = d.tcp.first_frames
+        for e, moment in zip(exchanges, d.moments, strict=True):
+            e.stream = first[e.stream]
+            add(EXCHANGE, pickle.dumps(e, pickle.HIGHEST_PROTOCOL), moment)
+        for row in d.streams:
+            row = dict(row, stream=first[row["stream"]])
+            add(STREAM_ROW, pickle.dumps(row, pickle.HIGHEST_PROTOCOL))
+        for frame in first:
+            add(OPENED, moment=(frame, None, None))
+        directory = d.directory
+        for topic_id, (moment, name) in directory.topic_names.learned.items():
+            add(LEARNED, moment=moment, topic_id=topic_id, name=name)
+        for ep, moment in directory.kafka_endpoints.proven.items():
+            add(PROVEN, moment=moment, topic_id=endpoint_text(ep))
+        for ep, moment in directory.kafka_endpoints.missed:
+            add(MISSED, moment=moment, topic_id=endpoint_text(ep))
+        return pa.Table.from_pydict(rows, schema=DISSECTED)
+
+    return run

@@ -1,0 +1,44 @@
+"""Arrow schemas as Spark sees them.
+
+Spark holds timestamps in microseconds: the tables' nanosecond timestamps are truncated to
+the microsecond on the way in (exact for captures with microsecond resolution); latency_ms
+and server_ms are computed before, from the nanoseconds.
+"""
+
+import pyarrow as pa
+
+from ..tables.schema import SCHEMAS
+
+SPARK_TIME = pa.timestamp("us", tz="UTC")
+
+
+def spark_schema(schema):
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(_for_spark(schema))
+
+
+def _for_spark(schema):
+    fields = []
+    for f in schema:
+        kind = f.type
+        if pa.types.is_timestamp(kind):
+            kind = SPARK_TIME
+        fields.append(pa.field(f.name, kind, nullable=True))
+    return pa.schema(fields)
+
+
+def table_schema(table):
+    """The Arrow schema a Spark table of `table` has: `capture`, then the declared columns."""
+    return _for_spark(pa.schema([pa.field("capture", pa.string()), *SCHEMAS[table]]))
+
+
+def for_spark(batch, capture, schema):
+    """A table batch with its capture column, timestamps in microseconds."""
+    n = batch.num_rows
+    arrays = [pa.array(capture if isinstance(capture, list) else [capture] * n, pa.string())]
+    for f, column in zip(list(schema)[1:], batch.columns, strict=True):
+        if column.type != f.type:
+            column = column.cast(f.type, safe=False)
+        arrays.append(column)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)

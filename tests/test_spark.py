@@ -1,0 +1,191 @@
+"""The tables on a local Spark: equal to read_pcap on every sample capture, for every table,
+for any split size, with several captures as one load."""
+
+import os
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import damage
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from spark_support import reference, spark_rows
+
+pytest.importorskip("pyspark")
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parent.parent
+CAPTURES = sorted(str(p) for p in (ROOT / "captures").glob("*.pcap"))
+TABLES = ("pairs", "partitions", "records", "streams")
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from pyspark.sql import SparkSession
+
+    from dissector.spark import register
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("kafka-dissector-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.driver.memory", "1g")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def sample_set(spark):
+    """Every sample capture as one capture set, cut into 16 KiB ranges."""
+    from dissector.spark import Dissected
+
+    dissected = Dissected(spark, str(ROOT / "captures" / "*.pcap"), "16k", records="full")
+    yield dissected
+    dissected.unpersist()
+
+
+@pytest.mark.parametrize("table", TABLES)
+def test_every_table_of_a_capture_set_equals_read_pcap(sample_set, table):
+    got = sample_set.table(table).toArrow()
+    assert set(got.column("capture").to_pylist()) <= set(CAPTURES)
+    for path in CAPTURES:
+        options = {"records": "full"}
+        assert spark_rows(got, path) == reference(path, table, **options), path
+
+
+def test_the_format_loads_globs_and_lists(spark):
+    """spark.read.format("kafka_pcap") with options, a glob and a list of paths."""
+    one, two = CAPTURES[0], CAPTURES[1]
+    df = (
+        spark.read.format("kafka_pcap")
+        .option("table", "pairs")
+        .option("split_bytes", "16k")
+        .load([one, str(Path(two).parent / Path(two).name.replace(".pcap", "*.pcap"))])
+    )
+    assert sorted(df.columns) == sorted(["capture", *_names("pairs")])
+    got = df.toArrow()
+    assert spark_rows(got, one) == reference(one, "pairs")
+    assert spark_rows(got, two) == reference(two, "pairs")
+    # pandas 3 with PySpark 4: the DataFrame converts through Arrow
+    pdf = df.toPandas()
+    assert len(pdf) == got.num_rows and pdf["request_frame"].notna().any()
+
+
+def _names(table):
+    from dissector.tables.schema import SCHEMAS
+
+    return SCHEMAS[table].names
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    case=st.sampled_from(sorted(damage.CASES)),
+    split=st.integers(min_value=64, max_value=30_000),
+)
+def test_damaged_copies_split_anywhere(spark, tmp_path_factory, case, split):
+    """Any split size, on damaged copies of a capture with topic ids resolved across
+    connections and frames larger than the splits."""
+    from dissector.spark import load
+
+    capture = str(ROOT / "captures" / "confluent-kafka.pcap")
+    pcap = damage.read_pcap(capture)
+    path = tmp_path_factory.mktemp("damaged") / f"{case}.pcap"
+    damage.CASES[case][1](pcap.packets).write(path, pcap)
+    got = load(spark, str(path), "pairs", split_bytes=split).toArrow()
+    assert spark_rows(got) == reference(str(path), "pairs")
+
+
+@pytest.fixture(scope="module")
+def odd_files(tmp_path_factory):
+    """A big-endian nanosecond pcap, and a pcapng with two interfaces (Ethernet and Linux
+    cooked), gzip-compressed as well."""
+    d = tmp_path_factory.mktemp("odd")
+    src = Path(CAPTURES[0]).read_bytes()
+    header = struct.unpack_from("<IHHiIII", src)
+    out = [struct.pack(">IHHiIII", 0xA1B23C4D, *header[1:])]
+    pos = 24
+    while pos + 16 <= len(src):
+        sec, usec, incl, orig = struct.unpack_from("<IIII", src, pos)
+        out.append(struct.pack(">IIII", sec, usec * 1000 + 999, incl, orig))
+        out.append(src[pos + 16 : pos + 16 + incl])
+        pos += 16 + incl
+    ns = d / "big-endian-ns.pcap"
+    ns.write_bytes(b"".join(out))
+    files = [str(ns)]
+    if shutil.which("mergecap") and shutil.which("editcap"):
+        sll = d / "sll.pcap"
+        subprocess.run(["editcap", "-T", "linux-sll", CAPTURES[4], str(sll)], check=True)
+        ng = d / "two-interfaces.pcapng"
+        subprocess.run(
+            ["mergecap", "-F", "pcapng", "-w", str(ng), CAPTURES[2], str(sll)], check=True
+        )
+        gz = d / "two-interfaces.pcapng.gz"
+        subprocess.run(f"gzip -c {ng} > {gz}", shell=True, check=True)
+        files += [str(ng), str(gz)]
+    return files
+
+
+def test_nanoseconds_big_endian_pcapng_and_gzip(spark, odd_files):
+    from dissector.spark import Dissected, load
+
+    # local_survey_bytes=0: the byte ranges are surveyed by a Spark job, as for big files
+    d = Dissected(spark, odd_files, "3k", local_survey_bytes=0)
+    try:
+        for table in ("pairs", "streams"):
+            got = d.table(table).toArrow()
+            for path in odd_files:
+                assert spark_rows(got, path) == reference(path, table), (path, table)
+    finally:
+        d.unpersist()
+    # the nanoseconds survive in the latencies; Spark's timestamps keep microseconds
+    pairs = load(spark, odd_files[0], "pairs", split_bytes="3k").toPandas()
+    assert pairs["request_start"].dt.microsecond.notna().all()
+
+
+def test_command_line_writes_parquet_and_the_analyze_summary(spark, tmp_path, capsys):
+    from dissector.cli import analyze, build_parser
+    from dissector.spark import cli
+
+    out = tmp_path / "out"
+    captures = [CAPTURES[0], CAPTURES[3]]
+    args = build_parser().parse_args(
+        ["spark", *captures, "-o", str(out), "--table", "partitions", "--split-bytes", "8k"]
+    )
+    assert cli.run(args, spark) == 0
+    text = capsys.readouterr().out
+    parts = sorted(p.name for p in out.iterdir() if p.name.startswith("capture="))
+    assert len(parts) == 2
+    written = spark.read.parquet(str(out)).toArrow()
+    for path in captures:
+        assert spark_rows(written, path) == reference(path, "partitions")
+    analyze(build_parser().parse_args(["analyze", *captures]))
+    expected = capsys.readouterr().out
+    assert text.startswith(expected.rstrip("\n"))
+    assert os.path.isdir(out)
+
+
+def test_bad_input_is_one_line(spark, tmp_path, capsys):
+    from dissector.cli import build_parser
+    from dissector.errors import DissectorError
+    from dissector.spark import cli
+
+    bogus = tmp_path / "notes.pcap"
+    bogus.write_bytes(b"GET / HTTP/1.1\r\n" * 100)
+    args = build_parser().parse_args(["spark", str(bogus), "-o", str(tmp_path / "o")])
+    with pytest.raises(DissectorError, match=r"notes.pcap: frame 1, offset 0: not a capture"):
+        cli.run(args, spark)
+    cut = tmp_path / "cut.pcap"  # a record claiming more than the file holds, mid-file
+    raw = bytearray(Path(CAPTURES[0]).read_bytes())
+    struct.pack_into("<I", raw, 24 + 8, 1 << 30)
+    cut.write_bytes(bytes(raw))
+    args = build_parser().parse_args(["spark", str(cut), "-o", str(tmp_path / "o")])
+    with pytest.raises(DissectorError, match=r"cut.pcap: frame 1, offset 24: record claims"):
+        cli.run(args, spark)

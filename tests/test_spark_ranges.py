@@ -1,0 +1,165 @@
+"""Byte-range splitting (no Spark): every split size gives the whole file's packets, and the
+whole Spark plan run in one process gives the single-process tables."""
+
+import shutil
+import struct
+import subprocess
+import tempfile
+from pathlib import Path
+
+import damage
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from spark_support import reference, run_in_process, spark_rows
+
+from dissector.capture import open_capture
+from dissector.capture.ranges import pieces, range_packets
+
+CAPTURES = sorted(Path(__file__).resolve().parent.parent.glob("captures/*.pcap"))
+TABLES = ("pairs", "partitions", "records", "streams")
+
+
+def packets_of(path):
+    with open_capture(path) as r:
+        return list(r)
+
+
+def split_packets(path, split):
+    found, _ = pieces(str(path), split)
+    return [p for piece in found for p in range_packets(piece)]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(capture=st.sampled_from(CAPTURES), split=st.integers(min_value=1, max_value=70_000))
+def test_any_split_gives_the_files_packets(capture, split):
+    assert split_packets(capture, split) == packets_of(capture)
+
+
+def _rewrite_pcap(src, dst, byteorder, nanoseconds):
+    """The same packets in a pcap of the other byte order and/or nanosecond timestamps."""
+    raw = Path(src).read_bytes()
+    bo = "<" if raw[:4] == b"\xd4\xc3\xb2\xa1" else ">"
+    _magic, major, minor, zone, sigfigs, snap, link = struct.unpack_from(bo + "IHHiIII", raw)
+    magic = 0xA1B23C4D if nanoseconds else 0xA1B2C3D4
+    out = [struct.pack(byteorder + "IHHiIII", magic, major, minor, zone, sigfigs, snap, link)]
+    pos = 24
+    while pos + 16 <= len(raw):
+        sec, usec, incl, orig = struct.unpack_from(bo + "IIII", raw, pos)
+        frac = usec * 1000 + 7 if nanoseconds else usec  # odd nanoseconds: truly ns
+        out.append(struct.pack(byteorder + "IIII", sec, frac, incl, orig))
+        out.append(raw[pos + 16 : pos + 16 + incl])
+        pos += 16 + incl
+    Path(dst).write_bytes(b"".join(out))
+
+
+@pytest.mark.parametrize("byteorder", ["<", ">"])
+@pytest.mark.parametrize("nanoseconds", [False, True])
+def test_byte_orders_and_nanoseconds(tmp_path, byteorder, nanoseconds):
+    path = tmp_path / "x.pcap"
+    _rewrite_pcap(CAPTURES[0], path, byteorder, nanoseconds)
+    whole = packets_of(path)
+    assert len(whole) == len(packets_of(CAPTURES[0]))
+    for split in (7, 300, 4096):
+        assert split_packets(path, split) == whole
+
+
+@pytest.fixture(scope="module")
+def pcapng_multi(tmp_path_factory):
+    """A pcapng with two interfaces (Ethernet and Linux cooked) from two sample captures."""
+    if shutil.which("mergecap") is None or shutil.which("editcap") is None:
+        pytest.skip("mergecap/editcap (wireshark-common) not installed")
+    d = tmp_path_factory.mktemp("ng")
+    sll = d / "sll.pcap"
+    subprocess.run(["editcap", "-T", "linux-sll", str(CAPTURES[1]), str(sll)], check=True)
+    out = d / "multi.pcapng"
+    subprocess.run(
+        ["mergecap", "-F", "pcapng", "-w", str(out), str(CAPTURES[0]), str(sll)], check=True
+    )
+    return out
+
+
+def test_pcapng_with_several_interfaces(pcapng_multi):
+    whole = packets_of(pcapng_multi)
+    assert {p.linktype for p in whole} == {1, 113}
+    for split in (4, 100, 1000, 5000, 100_000):
+        assert split_packets(pcapng_multi, split) == whole
+
+
+def test_a_cut_file_warns_once_at_the_cut(tmp_path):
+    raw = CAPTURES[0].read_bytes()
+    path = tmp_path / "cut.pcap"
+    path.write_bytes(raw[: len(raw) - 10])
+    found, warnings = pieces(str(path), 2000)
+    got = [p for piece in found for p in range_packets(piece)]
+    with open_capture(path) as r:
+        whole = list(r)
+        expected = r.warnings
+    assert got == whole
+    assert warnings == expected and "truncated capture" in warnings[0]
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    capture=st.sampled_from(CAPTURES),
+    table=st.sampled_from(TABLES),
+    split=st.integers(min_value=1, max_value=20_000),
+    seed=st.integers(0, 1000),
+)
+def test_the_plan_in_one_process_equals_read_pcap(capture, table, split, seed):
+    got = run_in_process([str(capture)], table, split, seed)
+    assert spark_rows(got) == reference(str(capture), table)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    capture=st.sampled_from(CAPTURES),
+    case=st.sampled_from(sorted(damage.CASES)),
+    table=st.sampled_from(TABLES),
+    split=st.integers(min_value=1, max_value=20_000),
+)
+def test_damaged_copies_split_anywhere_equal_read_pcap(capture, case, table, split):
+    pcap = damage.read_pcap(capture)
+    _kind, harm = damage.CASES[case]
+    with tempfile.TemporaryDirectory() as d:
+        path = str(Path(d) / f"{case}.pcap")
+        harm(pcap.packets).write(path, pcap)
+        got = run_in_process([path], table, split, seed=split)
+        assert spark_rows(got) == reference(path, table)
+
+
+def test_a_topic_id_shows_its_name_only_once_learned_earlier():
+    """Moments across groups: a lookup before the learning keeps the id, one after gets the
+    name; within a group, the sequence orders a learning and a lookup of one packet."""
+    from dissector.session.exchange import Exchange
+    from dissector.spark.crossing import Clock, PendingNames, settle_topics
+
+    learner, asker = Clock(), Clock()
+    names = PendingNames(learner)
+    learner.frame = 50
+    names["id-A"] = "orders"
+    asked = PendingNames(asker)
+    marks = []
+    for frame in (49, 51):
+        asker.frame = frame
+        marks.append(asked["id-A"])
+    learned = dict(names.learned)
+    for mark, expected in zip(marks, ("id-A", "orders"), strict=True):
+        e = Exchange(topics=sorted({"plain", mark}))
+        e.topic_names = {"id-A": mark}
+        settle_topics(e, learned)
+        assert e.topics == sorted({"plain", expected})
+        assert e.topic_names == ({"id-A": "orders"} if expected == "orders" else {})
+    same = PendingNames(learner)  # one group, one packet: learned, then looked up
+    same["id-B"] = "payments"
+    e = Exchange(topics=[same["id-B"]])
+    settle_topics(e, dict(same.learned))
+    assert e.topics == ["payments"]
+
+
+def test_a_group_that_asked_too_early_is_dissected_again():
+    from dissector.spark.crossing import stale_groups
+
+    proven = {"c": {"10.0.0.1|9092": (5, 0, 1)}}
+    missed = [("c", 1, "10.0.0.1|9092", (9, 0, 2)), ("c", 2, "10.0.0.1|9092", (4, 0, 7))]
+    assert stale_groups(proven, missed) == [("c", 1)]

@@ -1,0 +1,151 @@
+"""A Spark standalone cluster on loopback (one master, one worker), from the scripts shipped
+in the pyspark package, and the project packaged as a zip for its executors.
+
+    with StandaloneCluster(cores=2) as cluster:
+        subprocess.run([*cluster.submit, "--py-files", package_zip(tmp), "job.py"])
+
+Both daemons run in the foreground as children of this process and are stopped by their ids.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def spark_home():
+    from pyspark.find_spark_home import _find_spark_home
+
+    return Path(_find_spark_home())
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def package_zip(directory):
+    """The package as a zip, as --py-files / addPyFile take it."""
+    from dissector.spark.ship import package_zip as zipped
+
+    return zipped(directory)
+
+
+class StandaloneCluster:
+    def __init__(self, cores=2, memory="2g", timeout=120):
+        self.cores = cores
+        self.memory = memory
+        self.timeout = timeout
+        self.procs = []
+        self.dir = None
+
+    def _env(self):
+        env = dict(os.environ)
+        env.update(
+            SPARK_HOME=str(spark_home()),
+            SPARK_LOCAL_IP="127.0.0.1",
+            SPARK_LOG_DIR=self.dir,
+            SPARK_WORKER_DIR=self.dir,
+            PYSPARK_PYTHON=sys.executable,
+            PYSPARK_DRIVER_PYTHON=sys.executable,
+        )
+        return env
+
+    def _daemon(self, name, *args):
+        log = open(Path(self.dir) / f"{name}.log", "wb")  # noqa: SIM115 - closed in stop()
+        cls = f"org.apache.spark.deploy.{name}.{name.capitalize()}"
+        proc = subprocess.Popen(
+            [str(spark_home() / "bin" / "spark-class"), cls, *args],
+            env=self._env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.procs.append((proc, log))
+        return proc
+
+    def start(self):
+        self.dir = tempfile.mkdtemp(prefix="spark-cluster-")
+        port, ui = free_port(), free_port()
+        self.url = f"spark://127.0.0.1:{port}"
+        self._daemon("master", "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui))
+        self._daemon(
+            "worker",
+            self.url,
+            "--host",
+            "127.0.0.1",
+            "--cores",
+            str(self.cores),
+            "--memory",
+            self.memory,
+            "--webui-port",
+            str(free_port()),
+            "--work-dir",
+            self.dir,
+        )
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=2) as r:
+                    state = json.load(r)
+                if any(w.get("state") == "ALIVE" for w in state.get("workers", [])):
+                    return self
+            except OSError:
+                pass
+            for proc, _ in self.procs:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"a Spark daemon exited: see {self.dir}")
+            time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"no Spark worker registered within {self.timeout}s: see {self.dir}")
+
+    @property
+    def submit(self):
+        """The spark-submit command line for this cluster."""
+        return [
+            str(spark_home() / "bin" / "spark-submit"),
+            "--master",
+            self.url,
+            "--conf",
+            "spark.ui.enabled=false",
+            "--conf",
+            f"spark.pyspark.python={sys.executable}",
+            "--conf",
+            "spark.sql.shuffle.partitions=4",
+        ]
+
+    def stop(self):
+        for proc, log in reversed(self.procs):
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            log.close()
+        self.procs = []
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+if __name__ == "__main__":  # a cluster to try things on, until Ctrl-C
+    with StandaloneCluster() as c:
+        print(c.url, flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
