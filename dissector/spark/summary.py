@@ -2,7 +2,6 @@
 capture, the driver adds the summaries up."""
 
 import pickle
-from array import array
 from collections import Counter
 
 from ..tables.summary import Summary
@@ -55,7 +54,7 @@ def merge(rows, files, packets, options):
         if r["summary"] is not None:
             part = pickle.loads(r["summary"])
             if part is not None:
-                _add(total[capture], part)
+                total[capture].merge(part)
     out = []
     for capture in files:
         s = total[capture]
@@ -66,30 +65,3 @@ def merge(rows, files, packets, options):
         )
         out.append((capture, title, s))
     return out
-
-
-def _add(into, other):
-    """Add the counters of `other` into `into`: counters and numbers sum, sample arrays
-    concatenate, maps merge key by key; flags stay."""
-    names = getattr(type(other), "__slots__", None) or vars(other).keys()
-    for name in names:
-        setattr(into, name, _sum(getattr(into, name), getattr(other, name)))
-
-
-def _sum(a, b):
-    if isinstance(a, bool) or a is None or isinstance(a, str):
-        return a
-    if isinstance(a, Counter):
-        a.update(b)
-        return a
-    if isinstance(a, dict):
-        for k, v in b.items():
-            a[k] = _sum(a[k], v) if k in a else v
-        return a
-    if isinstance(a, (array, list)):
-        a.extend(b)
-        return a
-    if isinstance(a, (int, float)):
-        return a + b
-    _add(a, b)
-    return a

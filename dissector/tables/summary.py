@@ -1,10 +1,11 @@
 """The summary of a capture, accumulated exchange by exchange (no table is held), as text.
 
-Per API and version: requests, latency percentiles (exact: 8 bytes kept per exchange), errors
-by name, unanswered requests; exchanges per status; Produce and Fetch volume per topic and
-per codec.
+Per API and version: requests, latency percentiles, the time requests queued behind earlier
+ones on their connection, errors by name, unanswered requests; exchanges per status; Produce
+and Fetch volume per topic and per codec. Summaries of parts of a capture (Spark tasks) merge.
 """
 
+import math
 from array import array
 from collections import Counter, defaultdict
 
@@ -28,14 +29,82 @@ def quantile(values, q):
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
+class Distribution:
+    """Values of one measure: kept exactly while there are few (percentiles then equal
+    pandas'), then as counts in buckets a factor GROWTH wide (within 1% of the true value),
+    so that a live run of days keeps a bounded summary."""
+
+    EXACT = 100_000
+    GROWTH = 1.02
+    _LOG = math.log(GROWTH)
+    __slots__ = ("values", "buckets", "count", "max")
+
+    def __init__(self):
+        self.values = array("d")
+        self.buckets = None  # bucket -> count, once past EXACT; bucket None: values <= 0
+        self.count = 0
+        self.max = float("nan")
+
+    def add(self, x):
+        self.count += 1
+        if not x <= self.max:
+            self.max = x
+        if self.buckets is None:
+            self.values.append(x)
+            if len(self.values) > self.EXACT:
+                self._bucketed()
+        else:
+            k = self._bucket(x)
+            self.buckets[k] = self.buckets.get(k, 0) + 1
+
+    def _bucket(self, x):
+        return None if x <= 0 else math.floor(math.log(x) / self._LOG)
+
+    def _bucketed(self):
+        self.buckets = Counter(self._bucket(x) for x in self.values)
+        self.values = array("d")
+
+    def quantile(self, q):
+        if self.buckets is None:
+            return quantile(self.values, q)
+        rank = q * (self.count - 1)
+        seen = 0
+        for k in sorted(self.buckets, key=lambda k: -math.inf if k is None else k):
+            seen += self.buckets[k]
+            if seen > rank:
+                return 0.0 if k is None else self.GROWTH ** (k + 0.5)
+        return self.max
+
+    def merge(self, other):
+        self.count += other.count
+        if not other.max <= self.max:
+            self.max = other.max
+        if self.buckets is None and other.buckets is None:
+            self.values.extend(other.values)
+            if len(self.values) <= self.EXACT:
+                return
+        if self.buckets is None:
+            self._bucketed()
+        extra = other.buckets or Counter(other._bucket(x) for x in other.values)
+        self.buckets.update(extra)
+
+
 class _Api:
-    __slots__ = ("requests", "latency", "errors", "unanswered")
+    __slots__ = ("requests", "latency", "queue", "errors", "unanswered")
 
     def __init__(self):
         self.requests = 0
-        self.latency = array("d")
+        self.latency = Distribution()
+        self.queue = Distribution()
         self.errors = Counter()
         self.unanswered = 0
+
+    def merge(self, other):
+        self.requests += other.requests
+        self.latency.merge(other.latency)
+        self.queue.merge(other.queue)
+        self.errors.update(other.errors)
+        self.unanswered += other.unanswered
 
 
 class Summary:
@@ -58,7 +127,9 @@ class Summary:
             api = self._apis[(e.api_name, e.api_version)]
             api.requests += 1
             if e.latency_ms is not None:
-                api.latency.append(e.latency_ms)
+                api.latency.add(e.latency_ms)
+            if e.queue_ms is not None:
+                api.queue.add(e.queue_ms)
             if e.error_code:
                 api.errors[e.error_name] += 1
             if e.status == UNANSWERED:
@@ -111,14 +182,25 @@ class Summary:
                 else:
                     c["uncompressed_bytes"] += raw
 
+    def merge(self, other):
+        """Add the summary of another part of the same capture (a Spark task's)."""
+        self.statuses.update(other.statuses)
+        for key, api in other._apis.items():
+            self._apis[key].merge(api)
+        for key, sums in other._volume.items():
+            self._volume[key].update(sums)
+        for key, sums in other._codecs.items():
+            self._codecs[key].update(sums)
+
     def apis(self):
         """One dict per (api_name, api_version), in name and version order."""
         rows = []
         for (name, version), api in sorted(self._apis.items(), key=_api_order):
             row = {"api_name": name, "api_version": version, "requests": api.requests}
             for column, q in QUANTILES:
-                row[column] = quantile(api.latency, q)
-            row["max_ms"] = max(api.latency) if api.latency else float("nan")
+                row[column] = api.latency.quantile(q)
+            row["max_ms"] = api.latency.max
+            row["queue_p95_ms"] = api.queue.quantile(0.95)
             row["errors"] = dict(api.errors.most_common())
             row["unanswered"] = api.unanswered
             rows.append(row)
@@ -159,7 +241,7 @@ class Summary:
         else:
             lines.append(
                 f"{'api':<28} {'ver':>3} {'requests':>8} {'p50 ms':>9} {'p95 ms':>9} "
-                f"{'p99 ms':>9} {'max ms':>9} {'unanswered':>10}  errors"
+                f"{'p99 ms':>9} {'max ms':>9} {'queued p95':>10} {'unanswered':>10}  errors"
             )
             for r in apis:
                 name = r["api_name"] if isinstance(r["api_name"], str) else "unknown"
@@ -169,8 +251,10 @@ class Summary:
                     f"{r[c]:9.2f}" if r[c] == r[c] else f"{'-':>9}"
                     for c in ("p50_ms", "p95_ms", "p99_ms", "max_ms")
                 )
+                queued = r["queue_p95_ms"]
+                queued = f"{queued:10.2f}" if queued == queued else f"{'-':>10}"
                 lines.append(
-                    f"{name:<28} {version:>3} {r['requests']:>8} {cells} "
+                    f"{name:<28} {version:>3} {r['requests']:>8} {cells} {queued} "
                     f"{r['unanswered']:>10}  {errors}"
                 )
         lines.append("status: " + ", ".join(f"{s} {self.statuses.get(s, 0)}" for s in STATUSES))
