@@ -1,5 +1,7 @@
 """The `pairs` table: one row per request, and one per response whose request was unseen."""
 
+from operator import attrgetter
+
 from ..session.exchange import COLUMNS
 from .bodies import body_json
 
@@ -14,9 +16,16 @@ def order(exchange):
     return exchange.first_frame, start, exchange.stream
 
 
+_plain_values = attrgetter(*_PLAIN)  # one C call per exchange for its plain columns
+
+
 def pairs_columns(exchanges):
     """Column name -> values, for a batch of exchanges."""
-    cols = {name: [getattr(e, name) for e in exchanges] for name in _PLAIN}
+    if exchanges:
+        rows = map(_plain_values, exchanges)
+        cols = dict(zip(_PLAIN, map(list, zip(*rows)), strict=True))
+    else:
+        cols = {name: [] for name in _PLAIN}
     cols["request"] = [body_json(e.request) for e in exchanges]
     cols["response"] = [body_json(e.response) for e in exchanges]
     return cols
