@@ -23,7 +23,7 @@ def pairs_columns(exchanges):
     """Column name -> values, for a batch of exchanges."""
     if exchanges:
         rows = map(_plain_values, exchanges)
-        cols = dict(zip(_PLAIN, map(list, zip(*rows)), strict=True))
+        cols = dict(zip(_PLAIN, map(list, zip(*rows, strict=True)), strict=True))
     else:
         cols = {name: [] for name in _PLAIN}
     cols["request"] = [body_json(e.request) for e in exchanges]
