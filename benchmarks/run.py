@@ -1,21 +1,29 @@
-"""Benchmark the dissector against tshark on one capture, each pinned to one CPU core.
+"""Benchmark the dissector against tshark on real and synthetic Kafka traffic.
 
-Three timed runs:
+Captures (each made first when missing, or always with --record):
 
-* `kafka-dissect analyze FILE --port PORT --no-progress`: the command line, which builds the
-  pairs table and prints the summary;
-* `tshark -r FILE -d tcp.port==PORT,kafka -T fields -e ...`: Wireshark's Kafka dissector;
-* `dissector.dissect()` iterated without building a table ("streaming, no table"): its peak
-  memory must stay below 300 MB whatever the size of the capture. This run also counts the
-  exchanges per API key and version and per status, which are checked against the counts
-  `make_capture.py` wrote next to the capture (<name>.expected.json), when there are any.
+* ``real.pcap``: real clients against a Tansu broker (``record_real.py``, 320 MB);
+* ``mixed.pcap``: synthetic traffic of few, large exchanges (``make_capture.py``, 320 MB);
+* ``real3x.pcap``: the same real load, 960 MB, for peak memory at three times the size.
 
-Wall time is measured around each command, peak RSS with `/usr/bin/time -v` (or from the
-child's resource usage when GNU time is missing). Results are printed as Markdown and written
-to benchmarks/out/results.md.
+On each capture these commands run pinned to core 0 (``taskset -c 0``), in alternation (round
+after round of every command, so a change of machine load touches them all alike):
 
-    python benchmarks/run.py [--file CAPTURE] [--port 9092] [--repeat N]
+* ``tshark -r F -d tcp.port==P,kafka -T fields -e frame.number -e kafka.api_key ...``;
+* ``kafka-dissect analyze F --no-progress`` (the summary);
+* ``kafka-dissect analyze F --no-progress -o pairs.parquet``;
+* ``dissector.dissect(F)`` iterated, keeping counters only.
+
+Reported per command: median wall time (and its range), the median over rounds of its wall
+time over tshark's in the same round, MB/s, packets/s and exchanges/s at the median, and the
+median peak RSS (GNU time, else the child's resource usage). The exchange counts are checked
+against the capture's manifest. Then peak RSS on real.pcap and real3x.pcap, and the cost per
+exchange by stage (``stages.py``). Markdown on stdout and in benchmarks/out/results.md.
+
+    python benchmarks/run.py [--repeat 5] [--captures real,mixed] [--no-flat] [--no-stages]
 """
+
+from __future__ import annotations
 
 import argparse
 import json
@@ -23,457 +31,410 @@ import os
 import platform
 import re
 import shutil
+import statistics
+import struct
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
-DEFAULT_CAPTURE = OUT / "mixed.pcap"
-STREAMING_LIMIT_MB = 300
+PY = sys.executable
+CORE = "0"
 TSHARK_FIELDS = (
     "frame.number",
     "kafka.api_key",
     "kafka.api_version",
     "kafka.correlation_id",
-    "kafka.request_frame",
-    "kafka.response_frame",
+    "kafka.client_id",
+    "kafka.error",
 )
 
-# Iterates the exchanges one by one and keeps only counters; prints them as JSON.
-STREAMING_SCRIPT = """
+# Iterates the exchanges and keeps only counters; prints them as JSON.
+STREAMED = """
 import json, sys
 from collections import Counter
 import dissector
 
-path, port = sys.argv[1], int(sys.argv[2])
-versions, statuses = Counter(), Counter()
-dissection = dissector.dissect(path, ports=(port,), progress=False)
-for ex in dissection:
-    versions[f"{ex.api_key}/{ex.api_version}"] += 1
+by_client, statuses, largest = Counter(), Counter(), 0
+for ex in dissector.dissect(sys.argv[1], progress=False):
+    by_client[f"{ex.client_id} {ex.api_name}"] += 1
     statuses[ex.status] += 1
-d = dissection.dissector
-print(json.dumps({
-    "exchanges": sum(statuses.values()),
-    "by_version": dict(versions),
-    "statuses": dict(statuses),
-    "packets": d.packets,
-    "kafka_connections": d.kafka_connections,
-}))
+    largest = max(largest, ex.request_bytes or 0, ex.response_bytes or 0)
+print(json.dumps({"exchanges": sum(statuses.values()), "by_client": by_client,
+                  "statuses": statuses, "largest_frame": largest}))
 """
 
 
-class Run:
-    """One measured command: wall and CPU seconds, peak RSS, exit status and output."""
-
-    def __init__(self, name, command):
-        self.name = name
-        self.command = command
-        self.wall = None
-        self.cpu = None
-        self.rss_kb = None
-        self.returncode = None
-        self.stdout = ""
-        self.stderr = ""
+@dataclass
+class Capture:
+    name: str
+    path: Path
+    make: list[str]  # the command that writes it
+    about: str
 
     @property
-    def ok(self):
-        return self.returncode == 0
+    def manifest(self) -> dict:
+        path = self.path.with_name(self.path.stem + ".expected.json")
+        return json.loads(path.read_text()) if path.exists() else {}
 
-    def error(self):
-        """The last lines of stderr, for the report."""
-        lines = [
-            line
-            for line in self.stderr.strip().splitlines()
-            if line and not line.startswith("Running as user")
-        ]
-        return "\n".join(lines[-15:]) or f"exit status {self.returncode}"
+    @property
+    def port(self) -> int:
+        broker = self.manifest.get("broker") or {}  # record_real: a dict; make_capture: ip:port
+        return int(broker["port"] if isinstance(broker, dict) else broker.rpartition(":")[2])
 
 
-def measure(run, stdout_path=None, pin=True):
-    """Run `run.command` (pinned to core 0 when taskset exists) and fill in the measurements."""
-    command = list(run.command)
-    if pin and shutil.which("taskset"):
-        command = ["taskset", "-c", "0", *command]
-    gnu_time = Path("/usr/bin/time")
-    report = None
-    if gnu_time.exists():
-        fd, report = tempfile.mkstemp(prefix="bench-time-", suffix=".txt")
-        os.close(fd)
-        command = [str(gnu_time), "-v", "-o", report, *command]
-    out = open(stdout_path, "wb") if stdout_path else subprocess.PIPE  # noqa: SIM115
-    try:
+def captures(where: Path) -> dict[str, Capture]:
+    record = [PY, str(HERE / "record_real.py")]
+    real, mixed, real3x = where / "real.pcap", where / "mixed.pcap", where / "real3x.pcap"
+    return {
+        "real": Capture(
+            "real", real, [*record, "--out", str(real)], "real clients against a Tansu broker"
+        ),
+        "mixed": Capture(
+            "mixed",
+            mixed,
+            [PY, str(HERE / "make_capture.py"), "--out", str(mixed)],
+            "synthetic: few, large exchanges",
+        ),
+        "real3x": Capture(
+            "real3x",
+            real3x,
+            [*record, "--size-mb", "960", "--out", str(real3x)],
+            "the real load at three times the size",
+        ),
+    }
+
+
+@dataclass
+class Command:
+    key: str
+    label: str
+    argv: list[str]
+    walls: list[float] = field(default_factory=list)
+    cpus: list[float] = field(default_factory=list)  # user + system seconds
+    rss_kb: list[int] = field(default_factory=list)
+    stdout: str = ""
+    failure: str | None = None
+
+
+def commands(capture: Capture, tmp: Path) -> list[Command]:
+    cli = [shutil.which("kafka-dissect") or "kafka-dissect"]
+    if not shutil.which("kafka-dissect"):
+        cli = [PY, "-m", "dissector"]
+    path = str(capture.path)
+    fields = [arg for f in TSHARK_FIELDS for arg in ("-e", f)]
+    tshark = ["tshark", "-r", path, "-d", f"tcp.port=={capture.port},kafka", "-T", "fields"]
+    parquet = str(tmp / "pairs.parquet")
+    return [
+        Command("tshark", "tshark -T fields", [*tshark, *fields]),
+        Command("summary", "kafka-dissect analyze", [*cli, "analyze", path, "--no-progress"]),
+        Command(
+            "parquet",
+            "kafka-dissect analyze -o pairs.parquet",
+            [*cli, "analyze", path, "--no-progress", "-o", parquet],
+        ),
+        Command("streamed", "dissector.dissect() streamed", [PY, "-c", STREAMED, path]),
+    ]
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+def measure(cmd: Command, tmp: Path) -> None:
+    """One run of ``cmd`` pinned to one core: appends its wall time and peak RSS."""
+    argv = ["taskset", "-c", CORE, *cmd.argv]
+    report = tmp / "time.txt"
+    if Path("/usr/bin/time").exists():
+        argv = ["/usr/bin/time", "-f", "%M %U %S", "-o", str(report), *argv]
+    out_path = tmp / f"{cmd.key}.out"
+    with open(out_path, "wb") as out, open(tmp / "stderr", "wb+") as err:
         started = time.perf_counter()
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.PIPE)
-        if stdout_path:
-            stdout, stderr = b"", proc.stderr.read()
-        else:
-            stdout, stderr = _communicate(proc)
+        proc = subprocess.Popen(argv, stdout=out, stderr=err)
         _, status, usage = os.wait4(proc.pid, 0)
-        run.wall = time.perf_counter() - started
+        wall = time.perf_counter() - started
         proc.returncode = os.waitstatus_to_exitcode(status)
-    finally:
-        if stdout_path:
-            out.close()
-    run.returncode = proc.returncode
-    run.stdout = stdout.decode(errors="replace")
-    run.stderr = stderr.decode(errors="replace")
-    run.cpu = usage.ru_utime + usage.ru_stime
-    run.rss_kb = usage.ru_maxrss  # kilobytes on Linux; the time(1) figure below wins
-    if report:
-        text = Path(report).read_text(errors="replace")
-        Path(report).unlink()
-        rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
-        if rss:
-            run.rss_kb = int(rss.group(1))
-        status = re.search(r"Exit status: (\d+)", text)
-        if status:
-            run.returncode = int(status.group(1))
-        if "Command terminated by signal" in text:
-            run.stderr += "\n" + text.splitlines()[0]
-    return run
+        err.seek(0)
+        errors = err.read().decode(errors="replace")
+    # KB on Linux; GNU time's figures are the command's own (taskset execs it).
+    rss, cpu = usage.ru_maxrss, usage.ru_utime + usage.ru_stime
+    if report.exists():
+        found = re.findall(r"^(\d+) ([\d.]+) ([\d.]+)$", report.read_text(), re.MULTILINE)
+        if found:
+            rss, cpu = int(found[-1][0]), float(found[-1][1]) + float(found[-1][2])
+        report.unlink()
+    if proc.returncode != 0:
+        lines = [ln for ln in errors.splitlines() if ln and "Running as user" not in ln]
+        cmd.failure = f"exit status {proc.returncode}: " + " / ".join(lines[-3:])
+        return
+    cmd.walls.append(wall)
+    cmd.cpus.append(cpu)
+    cmd.rss_kb.append(rss)
+    if cmd.key != "tshark":  # tshark's field output is large and only timed
+        cmd.stdout = out_path.read_text(errors="replace")
+    out_path.unlink()
 
 
-def _communicate(proc):
-    """Read stdout and stderr to the end without deadlock, leaving the reaping to wait4."""
-    import threading
+def bench(capture: Capture, repeat: int, keys: set[str] | None = None) -> list[Command]:
+    """``repeat`` rounds of every command (or those in ``keys``), in alternation."""
+    warm_cache(capture.path)
+    with tempfile.TemporaryDirectory(prefix="bench-") as name:
+        tmp = Path(name)
+        plan = [c for c in commands(capture, tmp) if keys is None or c.key in keys]
+        for n in range(repeat):
+            for cmd in plan:
+                if cmd.failure:
+                    continue
+                print(f"  {capture.name} round {n + 1}/{repeat}: {cmd.label}", file=sys.stderr)
+                measure(cmd, tmp)
+                (tmp / "pairs.parquet").unlink(missing_ok=True)
+    return plan
 
-    chunks = {}
 
-    def drain(name, stream):
-        chunks[name] = stream.read()
-
-    reader = threading.Thread(target=drain, args=("err", proc.stderr))
-    reader.start()
-    drain("out", proc.stdout)
-    reader.join()
-    return chunks["out"], chunks["err"]
-
-
-def warm_cache(path):
-    """Read the capture once so that every timed run starts with it in the page cache."""
+def warm_cache(path: Path) -> None:
+    """Read the capture once so every run finds it in the page cache."""
     with open(path, "rb") as f:
         while f.read(8 << 20):
             pass
 
 
-def count_pcap_packets(path):
-    """Packets in a classic pcap file, or None for other formats."""
-    import struct
-
+def count_packets(path: Path) -> int | None:
+    """Packets in a classic pcap file (None for another format)."""
     with open(path, "rb") as f:
-        header = f.read(24)
-        order = {b"\xd4\xc3\xb2\xa1": "<", b"\x4d\x3c\xb2\xa1": "<"}.get(header[:4])
-        order = order or {b"\xa1\xb2\xc3\xd4": ">", b"\xa1\xb2\x3c\x4d": ">"}.get(header[:4])
+        magic = f.read(24)[:4]
+        order = {b"\xd4\xc3\xb2\xa1": "<", b"\x4d\x3c\xb2\xa1": "<"}.get(magic)
+        order = order or {b"\xa1\xb2\xc3\xd4": ">", b"\xa1\xb2\x3c\x4d": ">"}.get(magic)
         if order is None:
             return None
         record = struct.Struct(order + "IIII")
         packets = 0
-        while True:
-            head = f.read(16)
-            if len(head) < 16:
-                return packets
+        while len(head := f.read(16)) == 16:
             f.seek(record.unpack(head)[2], os.SEEK_CUR)
             packets += 1
+        return packets
 
 
-def parse_analyze(stdout):
-    """Packets, exchanges and {(api_name, version): requests} from the analyze summary."""
-    title = re.search(r": (\d+) packets, .*?, (\d+) exchanges", stdout)
-    rows = {}
-    for m in re.finditer(r"^(\S+)\s+(\d+|\?)\s+(\d+)\s", stdout, re.MULTILINE):
-        if m.group(1) in ("api", "status:"):
-            continue
-        rows[(m.group(1), m.group(2))] = int(m.group(3))
-    statuses = {}
-    status = re.search(r"^status: (.*)$", stdout, re.MULTILINE)
-    if status:
-        for part in status.group(1).split(", "):
-            name, _, n = part.rpartition(" ")
-            statuses[name] = int(n)
-    return {
-        "packets": int(title.group(1)) if title else None,
-        "exchanges": int(title.group(2)) if title else None,
-        "rows": rows,
-        "statuses": statuses,
-    }
+# --------------------------------------------------------------------------- checks
 
 
-def count_tshark(path):
-    """Kafka requests and responses tshark decoded, from its field output."""
-    requests = responses = 0
-    with open(path, errors="replace") as f:
-        for line in f:
-            cells = line.rstrip("\n").split("\t")
-            if len(cells) < 5 or not cells[3]:
-                continue
-            n = cells[3].count(",") + 1  # one correlation id per Kafka PDU in the frame
-            if cells[4]:
-                responses += n
-            else:
-                requests += n
-    return requests, responses
+def streamed_counts(plan: list[Command]) -> dict | None:
+    cmd = next(c for c in plan if c.key == "streamed")
+    if not cmd.stdout.strip():  # from the last round that ran to the end
+        return None
+    return json.loads(cmd.stdout.strip().splitlines()[-1])
 
 
-def check_counts(expected, streamed, analyzed):
-    """Lines describing each comparison; the second value is True when everything matched."""
-    lines = []
-    ok = True
+def checks(capture: Capture, counts: dict | None, plan: list[Command]) -> list[str]:
+    """Rows (what, expected, found, verdict) comparing the run's counts with the manifest."""
+    if counts is None:
+        return []
+    manifest = capture.manifest
+    rows = []
 
     def compare(what, want, got):
-        nonlocal ok
-        good = want == got
-        ok &= good
-        lines.append(f"| {what} | {want} | {got} | {'ok' if good else '**MISMATCH**'} |")
+        verdict = "ok" if want == got else "**MISMATCH**"
+        rows.append(f"| {what} | {want:,} | {got:,} | {verdict} |")
 
-    if streamed is not None:
-        compare("exchanges (dissect)", expected["exchanges"], streamed["exchanges"])
-        for row in expected["requests_by_api_version"]:
-            key = f"{row['api_key']}/{row['api_version']}"
-            compare(
-                f"{row['api_name']} v{row['api_version']} (dissect)",
-                row["requests"],
-                streamed["by_version"].get(key, 0),
-            )
-        wanted_keys = {
-            f"{r['api_key']}/{r['api_version']}" for r in expected["requests_by_api_version"]
-        }
-        for key, n in sorted(streamed["by_version"].items()):
-            if key not in wanted_keys:
-                compare(f"unexpected api_key/version {key} (dissect)", 0, n)
-        for status, want in expected["statuses"].items():
-            compare(f"status {status} (dissect)", want, streamed["statuses"].get(status, 0))
-        for status, n in sorted(streamed["statuses"].items()):
-            if status not in expected["statuses"]:
-                compare(f"status {status} (dissect)", 0, n)
-    if analyzed is not None and analyzed["exchanges"] is not None:
-        compare("exchanges (analyze summary)", expected["exchanges"], analyzed["exchanges"])
-        for row in expected["requests_by_api_version"]:
-            got = analyzed["rows"].get((row["api_name"], str(row["api_version"])), 0)
-            compare(
-                f"{row['api_name']} v{row['api_version']} (analyze summary)", row["requests"], got
-            )
-    return lines, ok
+    clients = manifest.get("clients")  # per client id from record_real.py
+    for cid, client in sorted(clients.items() if isinstance(clients, dict) else ()):
+        for api in ("Produce", "Fetch"):
+            want = (client.get("requests") or {}).get(api)
+            if want:
+                compare(
+                    f"{api} exchanges of {cid}", want, counts["by_client"].get(f"{cid} {api}", 0)
+                )
+    if "exchanges" in manifest:  # make_capture.py knows every exchange it wrote
+        compare("exchanges", manifest["exchanges"], counts["exchanges"])
+    summary = next(c for c in plan if c.key == "summary")
+    title = re.search(r"(\d+) exchanges", summary.stdout)
+    if title:
+        compare("exchanges in the analyze summary", counts["exchanges"], int(title.group(1)))
+    return rows
 
 
-def fmt(value, spec, missing="n/a"):
-    return missing if value is None else format(value, spec)
+# --------------------------------------------------------------------------- the report
 
 
-def machine_description():
+def median(values):
+    return statistics.median(values) if values else None
+
+
+def ratio(mine: list[float], tshark: list[float]) -> str:
+    """Median over rounds of this command's time over tshark's in the same round."""
+    pairs = list(zip(mine, tshark, strict=False))
+    return f"{statistics.median(a / b for a, b in pairs):.2f}" if pairs else ""
+
+
+def capture_section(capture: Capture, plan: list[Command], repeat: int) -> list[str]:
+    size = capture.path.stat().st_size
+    packets = count_packets(capture.path)
+    counts = streamed_counts(plan)
+    exchanges = counts["exchanges"] if counts else None
+    per_exchange = f", {size / exchanges / 1e3:.1f} KB per exchange" if exchanges else ""
+    lines = [
+        f"## {capture.path.name}: {capture.about}",
+        "",
+        f"{size / 1e6:.1f} MB, {packets or 0:,} packets, {exchanges or 0:,} exchanges"
+        f"{per_exchange}; {repeat} rounds.",
+        "",
+        "| command | wall s | range s | × tshark | CPU s | × tshark CPU | MB/s | packets/s "
+        "| exchanges/s | peak RSS MB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    tshark = next(c for c in plan if c.key == "tshark")
+    for cmd in plan:
+        if not cmd.walls:
+            lines.append(f"| {cmd.label} | failed: {cmd.failure} | | | | | | | | |")
+            continue
+        wall = median(cmd.walls)
+        lines.append(
+            f"| {cmd.label} | {wall:.2f} | {min(cmd.walls):.2f}–{max(cmd.walls):.2f} "
+            f"| {ratio(cmd.walls, tshark.walls)} | {median(cmd.cpus):.2f} "
+            f"| {ratio(cmd.cpus, tshark.cpus)} | {size / 1e6 / wall:.1f} "
+            f"| {(packets or 0) / wall:,.0f} | {(exchanges or 0) / wall:,.0f} "
+            f"| {median(cmd.rss_kb) / 1024:,.0f} |"
+        )
+    rows = checks(capture, counts, plan)
+    if rows:
+        lines += ["", "| check | expected | found | |", "|---|---:|---:|---|", *rows]
+    failed = [c for c in plan if c.failure and c.walls]
+    lines += [f"- {c.label} failed in a later round: {c.failure}" for c in failed]
+    return lines
+
+
+def flat_section(small: Capture, big: Capture, small_plan, big_plan) -> list[str]:
+    """Peak RSS on two sizes of the same load; memory is flat when it does not grow with the
+    capture, only with the largest frame (a frame is held whole)."""
+    counts = [streamed_counts(small_plan) or {}, streamed_counts(big_plan) or {}]
+    lines = [
+        "## Peak memory at two capture sizes",
+        "",
+        f"| | {small.path.name} | {big.path.name} | ratio |",
+        "|---|---:|---:|---:|",
+    ]
+
+    def row(what, a, b, unit=""):
+        if a and b:
+            lines.append(f"| {what} | {a:,.0f}{unit} | {b:,.0f}{unit} | {b / a:.2f} |")
+
+    row("capture MB", small.path.stat().st_size / 1e6, big.path.stat().st_size / 1e6)
+    row("exchanges", counts[0].get("exchanges"), counts[1].get("exchanges"))
+    row(
+        "largest frame KB",
+        counts[0].get("largest_frame", 0) / 1e3,
+        counts[1].get("largest_frame", 0) / 1e3,
+    )
+    for a in small_plan:
+        b = next((c for c in big_plan if c.key == a.key), None)
+        if b is not None and a.rss_kb and b.rss_kb:
+            row(f"peak RSS MB, {a.label}", median(a.rss_kb) / 1024, median(b.rss_kb) / 1024)
+    return lines
+
+
+def machine() -> str:
     cpu = platform.processor() or "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = ""
-    try:
-        kb = int(Path("/proc/meminfo").read_text().split()[1])
-        mem = f", {kb / 1024 / 1024:.0f} GB RAM"
-    except (OSError, ValueError, IndexError):
-        pass
-    return f"{cpu}, {os.cpu_count()} cores{mem}"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    kb = int(Path("/proc/meminfo").read_text().split()[1])
+    return f"{cpu}, {os.cpu_count()} cores, {kb / 1024**2:.0f} GB RAM"
 
 
-def tool_version(command):
+def version(argv: list[str]) -> str:
     try:
-        out = subprocess.run(command, capture_output=True, text=True, timeout=60).stdout
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.SubprocessError):
         return "unavailable"
     return out.strip().splitlines()[0] if out.strip() else "unknown"
 
 
-def best(runs):
-    """The successful run with the shortest wall time (or the last one if all failed)."""
-    good = [r for r in runs if r.ok]
-    return min(good, key=lambda r: r.wall) if good else runs[-1]
+def load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def tshark_command(capture, port):
-    fields = [arg for field in TSHARK_FIELDS for arg in ("-e", field)]
-    return ["tshark", "-r", str(capture), "-d", f"tcp.port=={port},kafka", "-T", "fields", *fields]
+# --------------------------------------------------------------------------- main
 
 
-class Results:
-    """The best run of each tool, what their output said, and what the capture holds."""
-
-    def __init__(self, capture, expected):
-        self.capture = capture
-        self.mb = capture.stat().st_size / 1e6
-        self.expected = expected
-        self.packets = None
-        self.analyze = self.tshark = self.streaming = None
-        self.analyzed = self.streamed = None
-        self.tshark_counts = None
-
-    def runs(self):
-        return [r for r in (self.analyze, self.tshark, self.streaming) if r is not None]
+def ensure(capture: Capture, again: bool) -> None:
+    if capture.path.exists() and not again:
+        return
+    print(f"making {capture.path} ...", file=sys.stderr, flush=True)
+    capture.path.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(capture.make, check=True, timeout=3600)
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--file", default=str(DEFAULT_CAPTURE), help="capture to benchmark")
-    parser.add_argument("--port", type=int, default=9092, help="broker port (default 9092)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per tool; the fastest counts")
-    parser.add_argument("--expected", help="expected counts (default: <capture>.expected.json)")
-    parser.add_argument("--no-tshark", action="store_true", help="skip the tshark run")
+    parser.add_argument("--repeat", type=int, default=5, help="rounds per capture (median)")
+    parser.add_argument("--captures", default="real,mixed", help="which captures to time")
+    parser.add_argument("--flat-repeat", type=int, default=1, help="rounds on real3x.pcap")
+    parser.add_argument("--no-flat", action="store_true", help="skip real3x.pcap")
+    parser.add_argument("--no-stages", action="store_true", help="skip the stage costs")
+    parser.add_argument("--record", action="store_true", help="remake the captures first")
+    parser.add_argument("--dir", default=str(OUT), help="where the captures are (made)")
     parser.add_argument("--results", default=str(OUT / "results.md"), help="Markdown report")
     args = parser.parse_args(argv)
-
-    capture = Path(args.file)
-    if not capture.exists():
-        hint = (
-            " (run python benchmarks/make_capture.py first)"
-            if args.file == str(DEFAULT_CAPTURE)
-            else ""
-        )
-        print(f"run.py: no such capture: {capture}{hint}", file=sys.stderr)
+    for tool in ("tshark", "taskset"):
+        if shutil.which(tool) is None:
+            print(f"run.py: error: {tool} not found (run tools/setup.sh)", file=sys.stderr)
+            return 2
+    known = captures(Path(args.dir))
+    names = [n.strip() for n in args.captures.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        print(f"run.py: error: unknown capture {unknown[0]!r}", file=sys.stderr)
         return 2
-    if args.expected:
-        expected_file = Path(args.expected)
-    else:
-        expected_file = capture.with_name(capture.stem + ".expected.json")
-    expected = json.loads(expected_file.read_text()) if expected_file.exists() else None
-    OUT.mkdir(parents=True, exist_ok=True)
-    res = Results(capture, expected)
+    wanted = [known[n] for n in names]
+    flat = not args.no_flat and "real" in names
+    try:
+        for capture in wanted + ([known["real3x"]] if flat else []):
+            ensure(capture, args.record)
+    except subprocess.SubprocessError as exc:
+        print(f"run.py: error: making a capture failed: {exc}", file=sys.stderr)
+        return 2
 
-    kafka_dissect = shutil.which("kafka-dissect")
-    cli = [kafka_dissect] if kafka_dissect else [sys.executable, "-m", "dissector"]
-    analyze = [*cli, "analyze", str(capture), "--port", str(args.port), "--no-progress"]
-    streaming = [sys.executable, "-c", STREAMING_SCRIPT, str(capture), str(args.port)]
-    plan = [
-        ("analyze", "kafka-dissect analyze", analyze),
-        ("tshark", "tshark -T fields", tshark_command(capture, args.port)),
-        ("streaming", "dissector.dissect(), streaming, no table", streaming),
+    load_before = load()
+    git = subprocess.run(
+        ["git", "-C", str(HERE), "describe", "--always", "--dirty"], capture_output=True, text=True
+    ).stdout.strip()
+    sections, plans = [], {}
+    for capture in wanted:
+        plans[capture.name] = bench(capture, args.repeat)
+        sections += ["", *capture_section(capture, plans[capture.name], args.repeat)]
+    if flat:
+        big = known["real3x"]
+        big_plan = bench(big, args.flat_repeat, {"summary", "parquet", "streamed"})
+        sections += ["", *flat_section(known["real"], big, plans["real"], big_plan)]
+    if not args.no_stages and "real" in names:
+        stages = subprocess.run(
+            ["taskset", "-c", CORE, PY, str(HERE / "stages.py"), str(known["real"].path)],
+            capture_output=True,
+            text=True,
+            timeout=3600,
+        )
+        body = stages.stdout.strip() or f"stages.py failed: {stages.stderr.strip()[-500:]}"
+        sections += ["", body]
+
+    header = [
+        "# Benchmark: kafka-dissect vs tshark",
+        "",
+        f"- machine: {machine()}; shared with other work while measured (load average "
+        f"{load_before} at the start, {load()} at the end)",
+        f"- every command pinned to core {CORE} (`taskset -c {CORE}`); commands alternate round "
+        "by round; medians (wall time also as its range); captures in the page cache",
+        f"- Python {platform.python_version()}; {version(['tshark', '--version'])}; "
+        f"code at {git or 'unknown'}",
     ]
-    if args.no_tshark or not shutil.which("tshark"):
-        if not args.no_tshark:
-            print("run.py: tshark not found; skipping it", file=sys.stderr)
-        plan = [p for p in plan if p[0] != "tshark"]
-
-    tshark_out = OUT / f"{capture.stem}.tshark.tsv"
-    print(f"capture {capture} ({res.mb:.1f} MB); warming the page cache", file=sys.stderr)
-    warm_cache(capture)
-    for key, name, command in plan:
-        runs = []
-        for i in range(args.repeat):
-            run = Run(name, command)
-            label = f"{name} ({i + 1}/{args.repeat})" if args.repeat > 1 else name
-            print(f"running {label} ...", file=sys.stderr, flush=True)
-            measure(run, stdout_path=tshark_out if key == "tshark" else None)
-            if run.ok:
-                print(f"  {run.wall:.2f} s, {run.rss_kb:,} KB", file=sys.stderr)
-            else:
-                print(f"  FAILED (exit status {run.returncode})", file=sys.stderr)
-            runs.append(run)
-            if not run.ok:
-                break  # a failure repeats; one report of it is enough
-        setattr(res, key, best(runs))
-
-    if res.analyze.ok:
-        res.analyzed = parse_analyze(res.analyze.stdout)
-    if res.streaming.ok:
-        try:
-            res.streamed = json.loads(res.streaming.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            res.streaming.returncode = -1
-            res.streaming.stderr += "\nunreadable output: " + res.streaming.stdout[-500:]
-    if res.tshark is not None and res.tshark.ok:
-        res.tshark_counts = count_tshark(tshark_out)
-    # Packets: from the generator, else counted here, else as the dissector counted them.
-    res.packets = (expected or {}).get("packets") or count_pcap_packets(capture)
-    if res.packets is None and res.analyzed:
-        res.packets = res.analyzed["packets"]
-
-    text, ok = render(res, args.repeat)
+    text = "\n".join(header + sections)
     print(text)
     Path(args.results).write_text(text + "\n")
     print(f"\nwritten to {args.results}", file=sys.stderr)
-    return 0 if ok else 1
-
-
-def render(res, repeat):
-    """The Markdown report, and whether every check passed and every tool ran."""
-    expected = res.expected
-    lines = [
-        "# Benchmark: kafka-dissect vs tshark",
-        "",
-        f"- capture: `{res.capture.name}`, {res.mb:.1f} MB, {fmt(res.packets, ',')} packets"
-        + (f", {expected['exchanges']:,} Kafka exchanges" if expected else ""),
-        f"- machine: {machine_description()}; each tool pinned to one core (`taskset -c 0`)",
-        f"- Python {platform.python_version()}; {tool_version(['tshark', '--version'])}",
-        f"- {repeat} run(s) per tool, the fastest shown; capture in the page cache",
-        "",
-        "| tool | wall s | CPU s | MB/s | packets/s | peak RSS MB |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    for run in res.runs():
-        if not run.ok:
-            lines.append(f"| {run.name} | failed (exit status {run.returncode}) | | | | |")
-            continue
-        pps = res.packets / run.wall if res.packets else None
-        lines.append(
-            f"| {run.name} | {run.wall:.2f} | {run.cpu:.2f} | {res.mb / run.wall:.1f} | "
-            f"{fmt(pps, ',.0f')} | {run.rss_kb / 1024:,.0f} |"
-        )
-
-    tshark = res.tshark
-    if tshark is not None and tshark.ok:
-        ratios = [
-            f"| {run.name} | {run.wall / tshark.wall:.2f} | {tshark.wall / run.wall:.2f} | "
-            f"{run.rss_kb / tshark.rss_kb:.2f} |"
-            for run in (res.analyze, res.streaming)
-            if run.ok
-        ]
-        if ratios:
-            lines += [
-                "",
-                "| vs tshark | wall-time ratio | speed-up | peak-memory ratio |",
-                "|---|---:|---:|---:|",
-                *ratios,
-            ]
-
-    ok = True
-    lines.append("")
-    if res.streaming.ok:
-        rss_mb = res.streaming.rss_kb / 1024
-        within = rss_mb < STREAMING_LIMIT_MB
-        ok &= within
-        verdict = "within the limit" if within else "**OVER THE LIMIT**"
-        lines.append(
-            f"- streaming, no table: peak RSS {rss_mb:,.0f} MB against a limit of "
-            f"{STREAMING_LIMIT_MB} MB: {verdict}"
-        )
-    if res.tshark_counts is not None:
-        requests, responses = res.tshark_counts
-        lines.append(f"- tshark decoded {requests:,} Kafka requests and {responses:,} responses")
-
-    if expected is not None and (res.streamed is not None or res.analyzed is not None):
-        check_lines, matched = check_counts(expected, res.streamed, res.analyzed)
-        ok &= matched
-        lines += [
-            "",
-            "## Exchange counts",
-            "",
-            "| what | expected | found | |",
-            "|---|---:|---:|---|",
-            *check_lines,
-        ]
-    elif expected is None:
-        lines.append("- no expected counts for this capture: exchange counts not checked")
-
-    failed = [run for run in res.runs() if not run.ok]
-    if failed:
-        ok = False
-        lines += ["", "## Failures"]
-        for run in failed:
-            lines += ["", f"{run.name}:", "", "```", run.error(), "```"]
-    return "\n".join(lines), ok
+    failed = any(c.failure for plan in plans.values() for c in plan)
+    return 1 if failed or "MISMATCH" in text else 0
 
 
 if __name__ == "__main__":
