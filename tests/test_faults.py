@@ -88,6 +88,8 @@ RECOVERY_KNOWN = {
             ("confluent-kafka", (1, 2, 3)),
             ("kafka-python", (1, 2, 3)),
             ("kcat", (1, 2, 3)),
+            ("group-rebalance", (2, 3)),
+            ("transactions", (1, 3)),
         )
         for seed in seeds
     },

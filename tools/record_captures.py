@@ -16,6 +16,7 @@ not depend on the dissector.
 Usage::
 
     python tools/record_captures.py [--out captures/] [--only kafka-python] [--port 9092]
+    python tools/record_captures.py --analysis   # only group-rebalance and transactions
 
 Manifest fields:
 
@@ -39,6 +40,14 @@ Manifest fields:
   version), ``secrets`` (the passwords), ``connections`` as the broker saw them (user,
   mechanism, outcome, for SCRAM the client proof and server signature) and the lists
   ``scram_proofs`` and ``scram_server_signatures``.
+* ``group`` (group-rebalance scenario): ``group_id``, ``topic``, ``assignor``, ``members``
+  (client ids), ``steps`` (join/leave with wall-clock times) and ``generations``: per
+  generation id the leader (client id and member id), ``members`` (client id -> member id)
+  and ``assignment`` (client id -> ``topic/partition`` list) as the members' own assignors
+  reported them.
+* ``transactions`` (transactions scenario): per transaction the transactional id, outcome
+  (``commit``/``abort``) and records with their offsets; ``fetched``: per reader client id
+  the records it received; ``aborted_received_by_read_committed``.
 * ``observed``: from the capture itself: per API key the versions, count and requests
   left unanswered; ``per_connection`` in order of appearance with the client id, the
   requests as ``[api_key, api_version, correlation_id]`` and the response correlation
@@ -1203,6 +1212,406 @@ def scenario_compression(broker: Tansu, m: Manifest) -> None:
     check_consumed(m, expected, got)
 
 
+# --------------------------------------------------------------------------- analysis scenarios
+
+GROUP_TOPIC, GROUP_ID = "gr-orders", "gr-group"
+GROUP_MEMBERS = ("gr-member-1", "gr-member-2", "gr-member-3")
+#: Seconds between the group's membership changes: long enough for each rebalance to
+#: finish (Tansu waits for the members it knows before it answers a JoinGroup).
+GROUP_STEP_S = 7.0
+GROUP_BURST = 12  # records produced at each step
+GROUP_PROCESS_S = 0.25  # a member's work per poll (at most two records)
+
+
+def _range_assignor_logging(client_id: str, events: list, lock: threading.Lock):
+    """A range assignor for one member that notes what the member sees of each generation:
+    ``assign`` runs on the leader only, ``on_assignment`` on every member after SyncGroup."""
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+
+    class Assignor(RangePartitionAssignor):
+        @classmethod
+        def assign(cls, cluster, members):
+            out = super().assign(cluster, members)
+            plan = {
+                mid: sorted(f"{t}/{p}" for t, ps in a.assignment for p in ps)
+                for mid, a in out.items()
+            }
+            with lock:
+                events.append(("leader", client_id, plan))
+            return out
+
+        @classmethod
+        def on_assignment(cls, assignment, generation):
+            parts = sorted(f"{tp.topic}/{tp.partition}" for tp in assignment.partitions())
+            with lock:
+                events.append(("assigned", client_id, generation, parts))
+
+    return Assignor
+
+
+def _generations(events: list) -> list[dict[str, Any]]:
+    """One entry per generation, from the members' own view (assignor calls, in order)."""
+    gens: dict[int, dict[str, Any]] = {}
+    plan: dict[str, tuple[str, dict]] = {}  # leader client id -> its latest plan
+    for event in events:
+        if event[0] == "leader":
+            plan[event[1]] = (event[1], event[2])
+            continue
+        _, client_id, generation, parts = event
+        gen = gens.setdefault(
+            generation,
+            {
+                "generation_id": generation,
+                "leader": None,
+                "leader_member_id": None,
+                "members": {},
+                "assignment": {},
+            },
+        )
+        gen["assignment"][client_id] = parts
+        if client_id in plan:  # the leader's on_assignment follows its assign
+            leader, members = plan.pop(client_id)
+            gen["leader"] = leader
+            gen["members"] = {
+                next((c for c in GROUP_MEMBERS if mid.startswith(c + "-")), mid): mid
+                for mid in sorted(members)
+            }
+            gen["leader_member_id"] = gen["members"].get(leader)
+            gen["plan"] = {gen_member: members[mid] for gen_member, mid in gen["members"].items()}
+    return [gens[g] for g in sorted(gens)]
+
+
+def scenario_group_rebalance(broker: Tansu, m: Manifest) -> None:
+    """Three kafka-python consumers join one group in turn, then leave one by one: five
+    generations, each with its leader and assignment as the members saw them."""
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+    from kafka.admin import NewTopic
+
+    bs = broker.bootstrap
+    m.expect(
+        "ApiVersions",
+        "Metadata",
+        "Produce",
+        "FindCoordinator",
+        "JoinGroup",
+        "SyncGroup",
+        "Heartbeat",
+        "OffsetFetch",
+        "Fetch",
+        "OffsetCommit",
+        "LeaveGroup",
+    )
+    admin = KafkaAdminClient(bootstrap_servers=bs, client_id=m.client_id("gr-admin"))
+    try:
+        m.call(
+            "create_topics",
+            ["CreateTopics"],
+            lambda: admin.create_topics([NewTopic(GROUP_TOPIC, 4, 1)], timeout_ms=10000),
+            lambda r: [(t["name"], t["error_code"]) for t in r["topics"]],
+        )
+    finally:
+        admin.close()
+    m.data["topics_created"] = [{"name": GROUP_TOPIC, "partitions": 4, "replication_factor": 1}]
+
+    producer_id = m.client_id("gr-producer")
+    producer = KafkaProducer(bootstrap_servers=bs, client_id=producer_id, acks="all", linger_ms=0)
+    sent = 0
+
+    def produce(count: int) -> None:
+        nonlocal sent
+        recs = [
+            Rec(
+                GROUP_TOPIC,
+                (sent + i) % 4,
+                f"gr-{sent + i}".encode(),
+                f'{{"n":{sent + i}}}'.encode(),
+                [],
+                TIMESTAMP_BASE_MS + sent + i,
+            )
+            for i in range(count)
+        ]
+        futures = [
+            producer.send(
+                r.topic,
+                key=r.key,
+                value=r.value,
+                partition=r.partition,
+                timestamp_ms=r.timestamp_ms,
+            )
+            for r in recs
+        ]
+        producer.flush(timeout=15)
+        for r, fut in zip(recs, futures, strict=True):
+            md = fut.get(timeout=15)
+            m.produced(r, "all", producer_id, partition=md.partition, offset=md.offset)
+        sent += count
+
+    lock = threading.Lock()
+    events: list = []
+    steps: list[dict[str, Any]] = []
+    stop: dict[str, threading.Event] = {c: threading.Event() for c in GROUP_MEMBERS}
+    failures: list[str] = []
+
+    def member(client_id: str) -> None:
+        try:
+            consumer = KafkaConsumer(
+                GROUP_TOPIC,
+                bootstrap_servers=bs,
+                client_id=client_id,
+                group_id=GROUP_ID,
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+                session_timeout_ms=SESSION_TIMEOUT_MS,
+                max_poll_interval_ms=MAX_POLL_INTERVAL_MS,
+                heartbeat_interval_ms=500,
+                partition_assignment_strategy=[_range_assignor_logging(client_id, events, lock)],
+                # small fetches and slow processing, so the group lags behind the producer
+                max_poll_records=2,
+                max_partition_fetch_bytes=128,
+            )
+            try:
+                while not stop[client_id].is_set():
+                    batch = consumer.poll(timeout_ms=200)
+                    for msgs in batch.values():
+                        for msg in msgs:
+                            with lock:
+                                m.consumed(
+                                    msg.topic,
+                                    msg.partition,
+                                    msg.offset,
+                                    msg.key,
+                                    msg.value,
+                                    msg.headers,
+                                    msg.timestamp,
+                                )
+                    if batch:
+                        consumer.commit()
+                        time.sleep(GROUP_PROCESS_S)
+            finally:
+                consumer.close()
+        except Exception as exc:
+            failures.append(f"{client_id}: {type(exc).__name__}: {exc}")
+
+    def step(action: str, client_id: str | None) -> None:
+        steps.append({"action": action, "client_id": client_id, "time": time.time()})
+
+    threads: dict[str, threading.Thread] = {}
+    try:
+        produce(GROUP_BURST)
+        for client_id in GROUP_MEMBERS:
+            m.client_id(client_id)
+            step("join", client_id)
+            threads[client_id] = threading.Thread(target=member, args=(client_id,))
+            threads[client_id].start()
+            time.sleep(GROUP_STEP_S)
+            produce(GROUP_BURST)
+        for client_id in (GROUP_MEMBERS[1], GROUP_MEMBERS[2], GROUP_MEMBERS[0]):
+            time.sleep(GROUP_STEP_S)  # the burst is consumed: a member leaves with none
+            step("leave", client_id)
+            stop[client_id].set()
+            threads[client_id].join(timeout=30)
+            if client_id != GROUP_MEMBERS[0]:
+                produce(GROUP_BURST)
+    finally:
+        producer.close(timeout=10)
+        for client_id, thread in threads.items():
+            stop[client_id].set()
+            thread.join(timeout=30)
+    for failure in failures:
+        m.skip("group member", failure)
+    m.data["group"] = {
+        "group_id": GROUP_ID,
+        "topic": GROUP_TOPIC,
+        "assignor": "range",
+        "members": list(GROUP_MEMBERS),
+        "steps": steps,
+        "generations": _generations(events),
+    }
+    m.note(
+        "generations come from the members themselves: the range assignor's assign() runs on "
+        "the leader only and on_assignment() on every member with the generation id; member "
+        "ids are the client id followed by a uuid (Tansu builds them so)"
+    )
+    produced = {(p["topic"], p["partition"], p["offset"]) for p in m.data["produce"]}
+    fetched = {(c["topic"], c["partition"], c["offset"]) for c in m.data["consumed"]}
+    m.data["all_consumed"] = produced <= fetched
+
+
+TXN_TOPIC, TXN_ID = "tx-orders", "tx-producer"
+#: The scenario's transactions: (outcome, [(partition, key, value)]).
+TRANSACTIONS = (
+    ("commit", [(0, "tx1-a", "first"), (1, "tx1-b", "second"), (0, "tx1-c", "third")]),
+    ("abort", [(0, "tx2-a", "aborted one"), (1, "tx2-b", "aborted two")]),
+    ("commit", [(1, "tx3-a", "after the abort"), (0, "tx3-b", "last")]),
+)
+
+
+def scenario_transactions(broker: Tansu, m: Manifest) -> None:
+    """A transactional producer commits, aborts and commits; a read_committed and a
+    read_uncommitted consumer then read both partitions from the start."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    bs = broker.bootstrap
+    m.expect(
+        "ApiVersions",
+        "Metadata",
+        "FindCoordinator",
+        "InitProducerId",
+        "AddPartitionsToTxn",
+        "Produce",
+        "EndTxn",
+        "ListOffsets",
+        "Fetch",
+    )
+    admin = AdminClient({"bootstrap.servers": bs, "client.id": m.client_id("tx-admin")})
+    try:
+        m.call(
+            "create_topics",
+            ["CreateTopics"],
+            lambda: {
+                t: f.result(timeout=15) is None
+                for t, f in admin.create_topics([NewTopic(TXN_TOPIC, 2, 1)]).items()
+            },
+            lambda r: r,
+        )
+    finally:
+        admin = None  # librdkafka closes the connections when the client is collected
+        gc.collect()
+    m.data["topics_created"] = [{"name": TXN_TOPIC, "partitions": 2, "replication_factor": 1}]
+
+    cid = m.client_id(TXN_ID)
+    producer = Producer(
+        {"bootstrap.servers": bs, "client.id": cid, "transactional.id": TXN_ID, "linger.ms": 5}
+    )
+    done: list[dict[str, Any]] = []
+    n = 0
+    try:
+        producer.init_transactions(15)
+        for outcome, spec in TRANSACTIONS:
+            producer.begin_transaction()
+            recs = []
+            for partition, key, value in spec:
+                recs.append(
+                    Rec(
+                        TXN_TOPIC,
+                        partition,
+                        key.encode(),
+                        value.encode(),
+                        [],
+                        TIMESTAMP_BASE_MS + n,
+                    )
+                )
+                n += 1
+            reports: list[Any] = [None] * len(recs)
+            for i, rec in enumerate(recs):
+
+                def cb(err, msg, i=i, reports=reports):
+                    reports[i] = (err, msg.offset())
+
+                producer.produce(
+                    rec.topic,
+                    key=rec.key,
+                    value=rec.value,
+                    partition=rec.partition,
+                    timestamp=rec.timestamp_ms,
+                    on_delivery=cb,
+                )
+            producer.flush(15)
+            time.sleep(0.2)
+            finish = (
+                producer.commit_transaction if outcome == "commit" else producer.abort_transaction
+            )
+            finish(15)
+            records = []
+            for rec, report in zip(recs, reports, strict=True):
+                err, offset = report or ("no delivery report", None)
+                offset = offset if offset is not None and offset >= 0 else None
+                m.produced(rec, "all", cid, offset=offset, error=None if err is None else str(err))
+                records.append(
+                    {
+                        "topic": rec.topic,
+                        "partition": rec.partition,
+                        "key": rec.key.decode(),
+                        "value": rec.value.decode(),
+                        "offset": offset,
+                    }
+                )
+            done.append({"transactional_id": TXN_ID, "outcome": outcome, "records": records})
+            time.sleep(0.2)
+    except Exception as exc:
+        m.skip("transactions", f"{type(exc).__name__}: {exc}")
+    finally:
+        producer = None
+        gc.collect()
+    m.data["transactions"] = done
+
+    fetched: dict[str, list[dict[str, Any]]] = {}
+    for isolation in ("read_committed", "read_uncommitted"):
+        reader = m.client_id(f"tx-reader-{isolation.split('_')[1]}")
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bs,
+                "client.id": reader,
+                "group.id": "tx-unused",
+                "enable.auto.commit": False,
+                "isolation.level": isolation,
+            }
+        )
+        got = fetched[reader] = []
+        try:
+            consumer.assign([TopicPartition(TXN_TOPIC, p, OFFSET_BEGINNING) for p in (0, 1)])
+            quiet = time.monotonic() + 3.0
+            deadline = time.monotonic() + CONSUME_DEADLINE_S
+            while time.monotonic() < min(quiet, deadline):
+                msg = consumer.poll(0.3)
+                if msg is None or msg.error():
+                    continue
+                quiet = time.monotonic() + 3.0
+                if isolation == "read_committed":
+                    m.consumed(
+                        msg.topic(),
+                        msg.partition(),
+                        msg.offset(),
+                        msg.key(),
+                        msg.value(),
+                        msg.headers(),
+                        msg.timestamp()[1],
+                    )
+                got.append(
+                    {
+                        "topic": msg.topic(),
+                        "partition": msg.partition(),
+                        "offset": msg.offset(),
+                        "key": msg.key().decode(),
+                        "value": msg.value().decode(),
+                        "isolation": isolation,
+                    }
+                )
+        finally:
+            consumer.close()
+        got.sort(key=lambda r: (r["partition"], r["offset"]))
+    m.data["fetched"] = fetched
+    aborted = {
+        (r["partition"], r["offset"]) for t in done if t["outcome"] == "abort" for r in t["records"]
+    }
+    m.data["aborted_received_by_read_committed"] = [
+        r
+        for r in fetched.get("tx-reader-committed", [])
+        if (r["partition"], r["offset"]) in aborted
+    ]
+    if m.data["aborted_received_by_read_committed"]:
+        m.note(
+            "Tansu sends no AbortedTransactions in its Fetch responses (and a last stable "
+            "offset equal to the high watermark), so the read_committed consumer receives the "
+            "aborted records too; it writes the COMMIT/ABORT control batches"
+        )
+    m.note(
+        "fetched: what each consumer received (assign() from the beginning of both partitions, "
+        "no group); the read_committed reader should not receive the aborted records"
+    )
+
+
 # --------------------------------------------------------------------------- SASL broker
 
 #: Tansu 0.6.0, checked by hand: what it does with SASL, and why the scenario cannot use it.
@@ -1859,8 +2268,12 @@ SCENARIOS = {
         Scenario("kcat", "kcat", scenario_kcat, setup=setup_kcat, needs="kcat"),
         Scenario("compression", "confluent-kafka", scenario_compression),
         Scenario("sasl", "kafka-python", scenario_sasl, broker=sasl_broker),
+        Scenario("group-rebalance", "kafka-python", scenario_group_rebalance),
+        Scenario("transactions", "confluent-kafka", scenario_transactions),
     )
 }
+#: The scenarios behind the analysis layer and notebooks (``--analysis`` records only them).
+ANALYSIS_SCENARIOS = ("group-rebalance", "transactions")
 
 
 # --------------------------------------------------------------------------- capture scan
@@ -2149,6 +2562,11 @@ def main(argv: list[str] | None = None) -> int:
         choices=sorted(SCENARIOS),
         help="record only this scenario (repeatable)",
     )
+    parser.add_argument(
+        "--analysis",
+        action="store_true",
+        help="record only the analysis scenarios: " + ", ".join(ANALYSIS_SCENARIOS),
+    )
     parser.add_argument("--fmt", choices=Recorder.FORMATS, default="pcap")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
@@ -2165,7 +2583,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args.out.mkdir(parents=True, exist_ok=True)
     failures = 0
-    for name in args.only or list(SCENARIOS):
+    names = args.only or (list(ANALYSIS_SCENARIOS) if args.analysis else list(SCENARIOS))
+    for name in names:
         scenario = SCENARIOS[name]
         if scenario.needs and shutil.which(scenario.needs) is None:
             print(f"{name}: skipped, {scenario.needs} not installed")

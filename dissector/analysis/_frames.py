@@ -1,0 +1,121 @@
+"""What every analysis shares: bodies in any form, empty results, topic names, time."""
+
+import functools
+import json
+
+import pandas as pd
+
+
+def body(value):
+    """A decoded body as a dict: JSON text (the tables' form) is parsed, dicts pass through,
+    anything else (missing, NaN) is an empty dict."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def frame(rows, columns):
+    """A DataFrame with exactly `columns`, also when there are no rows."""
+    return pd.DataFrame(rows, columns=columns)
+
+
+def has(table, *columns):
+    return table is not None and len(table) > 0 and all(c in table for c in columns)
+
+
+def api_rows(pairs, *names):
+    """The rows of these APIs, in capture order of their request (or response)."""
+    if not has(pairs, "api_name"):
+        return pairs.iloc[0:0] if pairs is not None else pd.DataFrame()
+    rows = pairs[pairs["api_name"].isin(names)]
+    if "request_start" not in rows:
+        return rows
+    start = rows["request_start"]
+    if "response_start" in rows:
+        start = start.fillna(rows["response_start"])  # an orphan response: when it came
+    order = start.reset_index(drop=True).sort_values(kind="stable", na_position="last").index
+    return rows.iloc[order]
+
+
+def when(row):
+    """The time an exchange happened: its request, else its response."""
+    start = getattr(row, "request_start", None)
+    return start if pd.notna(start) else getattr(row, "response_start", pd.NaT)
+
+
+def topic_names(pairs):
+    """Topic id -> name, from every Metadata and CreateTopics response in the table."""
+    names = {}
+    for row in api_rows(pairs, "Metadata", "CreateTopics").itertuples(index=False):
+        for topic in body(row.response).get("Topics") or ():
+            tid, name = topic.get("TopicId"), topic.get("Name")
+            if tid and name:
+                names[tid] = name
+    return names
+
+
+def topic_of(item, names):
+    """A topic's name in a body's topic entry (named, or by id)."""
+    for key in ("Name", "Topic", "TopicName"):
+        if item.get(key):
+            return item[key]
+    tid = item.get("TopicId")
+    return names.get(tid, tid)
+
+
+def partition_of(item):
+    for key in ("PartitionIndex", "Partition", "Index"):
+        if item.get(key) is not None:
+            return item[key]
+    return None
+
+
+def quantiles(values, prefix=""):
+    """p50/p95/p99/max of a numeric series (NaN when empty)."""
+    values = pd.to_numeric(values, errors="coerce").dropna()
+    out = {}
+    for name, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
+        out[f"{prefix}{name}_ms"] = float(values.quantile(q)) if len(values) else float("nan")
+    out[f"{prefix}max_ms"] = float(values.max()) if len(values) else float("nan")
+    return out
+
+
+def ints(table, *columns):
+    """Nullable integer columns (NaN-free), as the tables have them."""
+    for column in columns:
+        if column in table:
+            table[column] = pd.to_numeric(table[column], errors="coerce").astype("Int64")
+    return table
+
+
+def scope(table):
+    """The columns that tell captures apart in a capture set (Spark's `capture`), else none:
+    stream numbers, correlation ids and offsets only mean something within one capture."""
+    return ["capture"] if table is not None and "capture" in table else []
+
+
+def connections(table):
+    """One key per TCP connection: the stream number, with the capture in a capture set."""
+    keys = [*scope(table), "stream"]
+    return pd.Series(list(zip(*(table[k] for k in keys), strict=True)), index=table.index)
+
+
+def per_capture(analysis):
+    """Run `analysis(table, ...)` on each capture of a capture set apart (its state, such as
+    producer ids, belongs to one capture), with the `capture` column in front."""
+
+    @functools.wraps(analysis)
+    def run(table, *args, **kwargs):
+        if not scope(table) or table.empty:
+            return analysis(table, *args, **kwargs)
+        parts = [
+            analysis(part.drop(columns="capture"), *args, **kwargs).assign(capture=name)
+            for name, part in table.groupby("capture", sort=False)
+        ]
+        out = pd.concat([p for p in parts if not p.empty] or parts[:1], ignore_index=True)
+        return out[["capture", *out.columns.drop("capture")]]
+
+    return run

@@ -1,0 +1,344 @@
+#!/usr/bin/env python
+"""Write the notebooks of this folder from the cells below and run them, so each is
+committed with its outputs (tables and plots show on a Git host).
+
+    python notebooks/make_notebooks.py            # all but 06
+    python notebooks/make_notebooks.py 03 06      # these only
+
+Each notebook is an investigation: a question, the code that answers it, the answer.
+"""
+
+import sys
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+HERE = Path(__file__).resolve().parent
+SETUP = """\
+%matplotlib inline
+import pandas as pd
+
+import dissector
+from dissector import analysis as ka
+
+pd.set_option("display.width", 200)
+pd.set_option("display.max_columns", 30)
+pd.set_option("display.max_colwidth", 60)"""
+
+NOTEBOOKS = {
+    "01-first-look": [
+        (
+            "md",
+            """# A first look at a capture
+
+*What is in `kafka-python.pcap`, how fast did the broker answer, and did anything fail?*
+Five cells: the summary, latency, errors.""",
+        ),
+        ("code", SETUP),
+        (
+            "code",
+            """from dissector.tables.summary import Summary
+
+summary = Summary()
+for exchange in dissector.dissect("../captures/kafka-python.pcap"):
+    summary.add(exchange)
+print(summary.text("kafka-python.pcap"))""",
+        ),
+        (
+            "code",
+            """pairs = dissector.read_pcap("../captures/kafka-python.pcap")
+ka.latency(pairs).sort_values("p95_ms", ascending=False).head(5)""",
+        ),
+        ("code", "ka.errors(pairs)"),
+        ("code", 'ka.plots.latency_over_time(pairs, freq="500ms")'),
+        (
+            "md",
+            """**Answer.** 51 exchanges from 5 client ids, all answered. Every API answers in well
+under 2 ms except JoinGroup: Tansu holds the join for 3 s before it answers (the
+rebalance delay). The only error is the `MEMBER_ID_REQUIRED` of the consumer's first
+JoinGroup, which is how a Kafka 2.2+ broker hands out a member id: not a fault.""",
+        ),
+    ],
+    "02-latency": [
+        (
+            "md",
+            """# Where does the time go?
+
+*In a consumer group that rebalances five times, which requests are slow, for whom, and is
+the time spent on the network, waiting in the connection's queue, or in the broker?*
+
+`latency_ms = network_ms + queue_ms + broker_ms`: network is the time to carry the request
+and response bytes, queue the time a request waits behind earlier ones on its connection,
+broker the rest of the broker's time.""",
+        ),
+        ("code", SETUP),
+        (
+            "code",
+            """pairs = dissector.read_pcap("../captures/group-rebalance.pcap")
+ka.latency(pairs, by="api").sort_values("p50_ms", ascending=False)""",
+        ),
+        ("code", "ka.slowest(pairs, 5)"),
+        ("code", 'ka.latency(pairs[pairs.api_name.eq("Heartbeat")], by="client")'),
+        ("code", 'ka.plots.latency_heatmap(pairs, freq="2s")'),
+        ("code", 'ka.plots.latency_over_time(pairs, freq="2s", stat="max_ms")'),
+        (
+            "md",
+            """**Answer.** Two APIs are slow, and by design: JoinGroup (about 3,000 ms: Tansu waits
+for the group's members before it answers a join) and Fetch (about 500 ms: a long poll
+that the broker holds for the consumer's `fetch.max.wait.ms` when there is no new data).
+SyncGroup answers to followers wait about 1,000 ms for the leader's assignment. The rest
+answer in under 1 ms at the median; Heartbeat, Produce and Metadata reach 5 to 25 ms at p95
+and max, and the heat map puts those cells on the rebalances. All of it is broker time: on
+loopback the network share is 0, and queueing is negligible (3 requests waited behind
+another on their connection, at most 1.5 ms).""",
+        ),
+    ],
+    "03-consumer-group-rebalances": [
+        (
+            "md",
+            """# What happened to the consumer group?
+
+*Three kafka-python consumers join `gr-group` one after the other and leave again. How
+many generations were there, who led them, who got which partitions, how long did each
+rebalance stop consumption, and how far behind did the group fall?*""",
+        ),
+        ("code", SETUP),
+        (
+            "code",
+            """pairs = dissector.read_pcap("../captures/group-rebalance.pcap")
+parts = dissector.read_pcap("../captures/group-rebalance.pcap", table="partitions")
+ka.rebalances(pairs)""",
+        ),
+        (
+            "code",
+            """gens = ka.group_generations(pairs)
+gens[["generation_id", "leader_client_id", "assignment_by_client", "rebalance_ms"]]""",
+        ),
+        ("code", "ka.plots.group_gantt(pairs)"),
+        (
+            "code",
+            """events = ka.group_timeline(pairs)
+rows = events.api_name.isin(["JoinGroup", "SyncGroup", "LeaveGroup"]) | events.error_name.ne("NONE")
+events[rows].drop(columns=["end", "member_id", "stream", "request_frame"])""",
+        ),
+        (
+            "code",
+            """lag = ka.lag(parts, pairs)
+lag[lag.source.eq("commit")].groupby(["topic", "partition"])["lag"].agg(["max", "mean"])""",
+        ),
+        ("code", "ka.plots.lag_over_time(parts, pairs)"),
+        (
+            "md",
+            """**Answer.** Five generations (0 to 4): 1, 2, 3, 2 and 1 members. `gr-member-1` joined
+first and led every generation, assigning with the range assignor: the four partitions of
+`gr-orders` split 4 / 2+2 / 2+1+1 / 2+2 / 4. Each change costs a rebalance of 3 to 7 s (Tansu
+holds JoinGroup about 3 s, followers then wait about 1 s for the leader's SyncGroup); the
+members already in the group learn of it from `REBALANCE_IN_PROGRESS` on their heartbeats.
+The members process two records a poll, so their commits trail the high watermark by up to
+4 records after each burst of 12 and catch up within a second or two; the Fetch view shows
+no lag because each fetch returns everything up to the high watermark.""",
+        ),
+    ],
+    "04-transactions-and-delivery": [
+        (
+            "md",
+            """# Did the transactions do what they should, and how long did records take?
+
+*A transactional producer commits, aborts, and commits again; then a `read_committed` and a
+`read_uncommitted` consumer read the topic. Which transactions committed, where are their
+markers, did the `read_committed` consumer see aborted records, and how long did each
+record take from Produce to Fetch?*""",
+        ),
+        ("code", SETUP),
+        (
+            "code",
+            """pairs = dissector.read_pcap("../captures/transactions.pcap", records="full")
+records = dissector.read_pcap("../captures/transactions.pcap", table="records")
+ka.transactions(pairs)""",
+        ),
+        ("code", "ka.aborted_reads(pairs)"),
+        (
+            "code",
+            """matched = ka.delivery(records, pairs)
+matched[["topic", "partition", "offset", "key", "consumer", "delay_ms"]]""",
+        ),
+        ("code", 'ka.delivery_summary(matched, by=["topic", "consumer"])'),
+        ("code", "ka.plots.delivery_delays(matched)"),
+        (
+            "code",
+            """parts = dissector.read_pcap("../captures/transactions.pcap", table="partitions")
+ka.throughput(parts, freq="10s", by="partition")""",
+        ),
+        (
+            "md",
+            """**Answer.** Three transactions of `tx-producer` (producer id 1, epoch 0): commit,
+abort, commit, each ended by its EndTxn and followed in both partitions by a COMMIT or ABORT
+control batch at the next offset. The `read_committed` consumer was nevertheless sent the
+two aborted records (offset 3 of partition 0, offset 2 of partition 1), and with nothing in
+the responses' `AbortedTransactions` it had no way to drop them: Tansu sends no aborted
+transaction list and a last stable offset equal to the high watermark, so
+`read_committed` isolation does not hold against it. Control records are counted apart
+(`control_records`): 6 markers per reader. Records reached the `read_committed` reader
+1.0 to 1.8 s after they were produced and the `read_uncommitted` reader 4.5 to 5.3 s after:
+both readers started only once the producer had finished, so this is the scenario's pace,
+not the broker's.""",
+        ),
+    ],
+    "05-errors-and-unanswered": [
+        (
+            "md",
+            """# What went wrong, across several captures?
+
+*Every error at every level (top-level, topic, partition, resource, member) and every
+exchange that never completed (unanswered, orphan response, malformed) in the recorded
+client captures, with where and why.*""",
+        ),
+        ("code", SETUP),
+        (
+            "code",
+            """names = ["kafka-python", "confluent-kafka", "aiokafka", "kcat", "group-rebalance"]
+read = {n: dissector.read_pcap(f"../captures/{n}.pcap") for n in names}
+found = pd.concat([ka.errors(pairs).assign(capture=n) for n, pairs in read.items()])
+found.groupby(["capture", "api_name", "level", "error_name"], dropna=False).size()""",
+        ),
+        (
+            "code",
+            """columns = ["capture", "client_id", "api_name", "api_version", "status", "reason"]
+found[found.level.eq("exchange")][columns]""",
+        ),
+        (
+            "code",
+            """columns = ["capture", "client_id", "api_name", "topic", "partition", "error_name"]
+found[found.level.eq("partition")][columns]""",
+        ),
+        (
+            "code",
+            'ka.plots.error_timeline(dissector.read_pcap("../captures/group-rebalance.pcap"))',
+        ),
+        (
+            "md",
+            """**Answer.** Three kinds of trouble. (1) Tansu's departures from Kafka: it closes the
+connection on kcat's Produce v1 (`unanswered`, connection ended) and sends ListOffsets v0
+to kcat and OffsetFetch v3 to aiokafka responses shorter than their schemas (`malformed`,
+with the byte offset where they run out). (2) A real partition-level error: after
+`cf-events` is deleted, confluent-kafka's consumer fetches its three partitions by topic id
+and gets `UNKNOWN_TOPIC_OR_PARTITION` for each (the id stays unresolved: no Metadata named
+it). (3) Protocol chatter that is not a fault: `MEMBER_ID_REQUIRED` on each first
+JoinGroup and `REBALANCE_IN_PROGRESS` on the heartbeats of members when another joins.""",
+        ),
+    ],
+    "06-spark-at-scale": [
+        (
+            "md",
+            """# The same questions over a capture set, on Spark
+
+*Across every sample capture at once, loaded through the `kafka_pcap` Spark data source in
+local mode: which captures hold the slowest requests, which groups rebalanced, which
+transactions aborted, and what failed?*
+
+Spark returns the same tables with a `capture` column, so the same analysis functions run
+on them as pandas. On a capture set too large for one machine, aggregate in Spark first
+(the first cell below) and bring back only the rows an analysis needs.""",
+        ),
+        (
+            "code",
+            """%matplotlib inline
+import warnings
+
+import pandas as pd
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from dissector import analysis as ka
+from dissector.spark import register
+
+warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
+pd.set_option("display.width", 200)
+pd.set_option("display.max_columns", 30)
+pd.set_option("display.max_colwidth", 60)
+spark = (
+    SparkSession.builder.master("local[2]")
+    .config("spark.ui.enabled", "false")
+    .config("spark.ui.showConsoleProgress", "false")
+    .config("spark.sql.shuffle.partitions", "4")
+    .getOrCreate()
+)
+spark.sparkContext.setLogLevel("ERROR")
+register(spark)""",
+        ),
+        (
+            "code",
+            """pairs = spark.read.format("kafka_pcap").load("../captures/*.pcap")  # table "pairs"
+p99 = F.percentile_approx("latency_ms", 0.99).alias("p99_ms")
+pairs.groupBy("capture").agg(F.count("*").alias("exchanges"), p99).orderBy("capture").toPandas()""",
+        ),
+        (
+            "code",
+            """df = pairs.toPandas()
+ka.latency(df, by=["capture", "api"]).sort_values("p99_ms", ascending=False).head(8)""",
+        ),
+        ("code", "ka.rebalances(df)"),
+        ("code", 'ka.transactions(df)[["capture", "transactional_id", "outcome", "markers"]]'),
+        ("code", 'ka.error_counts(df, by=["capture", "api_name", "level", "error_name"])'),
+        (
+            "code",
+            """figure = ka.plots.group_gantt(df[df.capture.str.endswith("group-rebalance.pcap")])
+spark.stop()
+figure""",
+        ),
+        (
+            "md",
+            """**Answer.** The same answers as the single-capture notebooks, side by side: the
+slowest requests everywhere are Tansu's held JoinGroups (about 3 s) and Fetch long polls (about
+500 ms); four captures hold consumer groups and only `gr-group` rebalanced (5 generations);
+the only transactions are the three of `transactions.pcap` (commit, abort, commit); and the
+failures are notebook 05's plus three more: a Fetch long poll (compression) and a Metadata
+request (transactions) left unanswered when their clients closed the connection at the end
+of the recording, and the OFFSET_OUT_OF_RANGE that the 0.7 capture was built to contain.""",
+        ),
+    ],
+}
+
+
+def build(name, cells):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.cells = [
+        nbformat.v4.new_markdown_cell(src) if kind == "md" else nbformat.v4.new_code_cell(src)
+        for kind, src in cells
+    ]
+    NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}
+    ).execute()
+    path = HERE / f"{name}.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def write_image():
+    """The README's picture: the rebalancing group of notebook 03."""
+    import dissector
+    from dissector.analysis import plots
+
+    pairs = dissector.read_pcap(HERE.parent / "captures" / "group-rebalance.pcap")
+    path = HERE / "group-rebalances.png"
+    plots.group_gantt(pairs).savefig(path, dpi=100)
+    return path
+
+
+def main(argv):
+    wanted = argv or [n for n in NOTEBOOKS if not n.startswith("06")]
+    for name, cells in NOTEBOOKS.items():
+        if any(name.startswith(w) for w in wanted):
+            print(build(name, cells))
+    if any("03-consumer-group-rebalances".startswith(w) for w in wanted):
+        print(write_image())
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
