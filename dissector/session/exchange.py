@@ -54,6 +54,25 @@ class LazyBody:
         return self.decode(*self.args)
 
 
+class _Body:
+    """`request` or `response` of an Exchange: a LazyBody is decoded on first read."""
+
+    def __set_name__(self, owner, name):
+        self.slot = "_" + name
+
+    def __get__(self, exchange, owner=None):
+        if exchange is None:
+            return self
+        body = getattr(exchange, self.slot)
+        if body.__class__ is LazyBody:
+            body = body()
+            setattr(exchange, self.slot, body)
+        return body
+
+    def __set__(self, exchange, body):
+        setattr(exchange, self.slot, body)
+
+
 class Exchange:
     """A request/response pair; timestamps are integer nanoseconds since the epoch (UTC).
 
@@ -74,27 +93,8 @@ class Exchange:
                 values["_" + side] = values.pop(side)
         self.__dict__.update(values)
 
-    @property
-    def request(self):
-        body = self._request
-        if body.__class__ is LazyBody:
-            body = self._request = body()
-        return body
-
-    @request.setter
-    def request(self, body):
-        self._request = body
-
-    @property
-    def response(self):
-        body = self._response
-        if body.__class__ is LazyBody:
-            body = self._response = body()
-        return body
-
-    @response.setter
-    def response(self, body):
-        self._response = body
+    request = _Body()
+    response = _Body()
 
     def row(self):
         return tuple(getattr(self, name) for name in COLUMNS)

@@ -9,6 +9,9 @@ and Spark all hold as it is.
 
 import pyarrow as pa
 
+from ..session import exchange
+from . import partitions, records
+
 TIME = pa.timestamp("ns", tz="UTC")
 RECORD_TIME = pa.timestamp("ms", tz="UTC")
 HEADER = pa.struct([("key", pa.string()), ("value", pa.binary())])
@@ -18,7 +21,8 @@ def _schema(*columns):
     return pa.schema([pa.field(name, kind, nullable=nullable) for name, kind, nullable in columns])
 
 
-# The columns of an exchange that the derived tables repeat on every row.
+# Every column of an exchange (the `pairs` table), by name, in the order the session gives
+# them (session/exchange.py); the derived tables repeat some on every row.
 _EXCHANGE = {
     "stream": (pa.int64(), False),
     "client": (pa.string(), False),
@@ -38,64 +42,27 @@ _EXCHANGE = {
     "latency_ms": (pa.float64(), True),
     "server_ms": (pa.float64(), True),
     "queue_ms": (pa.float64(), True),
+    "request_bytes": (pa.int64(), True),
+    "response_bytes": (pa.int64(), True),
+    "error_code": (pa.int16(), True),
+    "error_name": (pa.string(), True),
+    "throttle_ms": (pa.int32(), True),
+    "topics": (pa.list_(pa.string()), False),
     "status": (pa.string(), False),
+    "reason": (pa.string(), True),
+    "request": (pa.string(), True),
+    "response": (pa.string(), True),
 }
 
 
-def _exchange(*names):
+def _exchange(names):
     return [(name, *_EXCHANGE[name]) for name in names]
 
 
-PAIRS = _schema(
-    *_exchange(
-        "stream",
-        "client",
-        "broker",
-        "protocol",
-        "api_key",
-        "api_name",
-        "api_version",
-        "correlation_id",
-        "client_id",
-        "request_frame",
-        "response_frame",
-        "request_start",
-        "request_end",
-        "response_start",
-        "response_end",
-        "latency_ms",
-        "server_ms",
-        "queue_ms",
-    ),
-    ("request_bytes", pa.int64(), True),
-    ("response_bytes", pa.int64(), True),
-    ("error_code", pa.int16(), True),
-    ("error_name", pa.string(), True),
-    ("throttle_ms", pa.int32(), True),
-    ("topics", pa.list_(pa.string()), False),
-    *_exchange("status"),
-    ("reason", pa.string(), True),
-    ("request", pa.string(), True),
-    ("response", pa.string(), True),
-)
+PAIRS = _schema(*_exchange(exchange.COLUMNS))
 
 PARTITIONS = _schema(
-    *_exchange(
-        "stream",
-        "client",
-        "broker",
-        "api_key",
-        "api_name",
-        "api_version",
-        "correlation_id",
-        "client_id",
-        "request_frame",
-        "response_frame",
-        "request_start",
-        "response_end",
-        "latency_ms",
-        "status",
-    ),
+    *_exchange(partitions.EXCHANGE_COLUMNS),
     ("topic", pa.string(), True),
     ("topic_id", pa.string(), True),
     ("partition", pa.int32(), True),
@@ -122,16 +89,7 @@ PARTITIONS = _schema(
 )
 
 RECORDS = _schema(
-    *_exchange(
-        "stream",
-        "client",
-        "broker",
-        "protocol",
-        "api_name",
-        "api_version",
-        "correlation_id",
-        "client_id",
-    ),
+    *_exchange(records.EXCHANGE_COLUMNS),
     ("frame", pa.int64(), True),
     ("direction", pa.string(), False),
     ("topic", pa.string(), True),
