@@ -95,11 +95,9 @@ def add_parser(subparsers):
 
 def run(args):
     # The view, the writers and the ring load rich, Arrow and pandas: only for a live run.
-    global RotatingWriter, write_json_lines, PcapRing, loss_line, render, stats_line, Window
-    from .output import RotatingWriter, write_json_lines
+    from .output import RotatingWriter
     from .ring import PcapRing
-    from .view import loss_line, render, stats_line
-    from .window import Window
+    from .view import stats_line
 
     writer = None
     if args.output:
@@ -179,6 +177,9 @@ def _consume(batch, summary, writer, args):
 
 
 def _json(live, args, summary, writer):
+    from .output import write_json_lines
+    from .view import stats_line
+
     next_stats = time.monotonic() + args.stats_every
     for batch in live.batches():
         _consume(batch, summary, writer, args)
@@ -191,6 +192,9 @@ def _json(live, args, summary, writer):
 def _view(live, args, summary, writer):
     from rich.console import Console
     from rich.live import Live
+
+    from .view import loss_line, render
+    from .window import Window
 
     window = Window(args.window)
     hz = min(4.0, max(1.0, args.refresh))
