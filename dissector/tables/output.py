@@ -85,16 +85,6 @@ class TableWriter:
         self.close()
 
 
-def write_table(batches, path, table="pairs"):
-    """Write record batches (or a pyarrow Table) of one table; returns the row count."""
-    if isinstance(batches, pa.Table):
-        batches = batches.to_batches()
-    with TableWriter(path, table) as out:
-        for batch in batches:
-            out.write(batch)
-    return out.rows
-
-
 def _b64(value):
     return None if value is None else base64.b64encode(value).decode("ascii")
 
