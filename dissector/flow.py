@@ -4,7 +4,7 @@ from .net.decode import NetDecoder
 from .options import Options
 from .session.conversation import Conversation
 from .session.directory import Directory
-from .session.timeouts import DEFAULT_ALLOWANCE_NS, expire_requests
+from .session.timeouts import DEFAULT_ALLOWANCE_NS
 from .tcp import StreamData, StreamEnd, StreamGap, TcpTracker
 
 
@@ -26,7 +26,7 @@ class Dissector:
         self.conversations = {}  # connection id -> Conversation
         self.streams = []  # accounting rows of ended connections, two per connection
         self.packets = 0
-        self.cut_packets = 0
+        self.cut_packets = 0  # TCP segments whose payload the snap length cut
 
     @property
     def connections(self):
@@ -40,13 +40,13 @@ class Dissector:
 
     def feed(self, packet):
         self.packets += 1
-        if len(packet.data) < packet.wirelen:
-            self.cut_packets += 1  # shorter than on the wire: the snap length cut it
         seg = self.net.decode(packet)
         if seg is None:
             return []
         if self.ports and seg.sport not in self.ports and seg.dport not in self.ports:
             return []
+        if seg.missing:
+            self.cut_packets += 1  # its payload was cut by the snap length
         return self._events(self.tcp.feed(seg))
 
     def finish(self):
@@ -60,7 +60,7 @@ class Dissector:
         out = []
         for conv in self.conversations.values():
             if conv.session is not None and not conv.conn.ignored:
-                out += expire_requests(conv.session, now, allowance_ns)
+                out += conv.session.expire(now, allowance_ns)
         return out + self._events(self.tcp.expire(now - idle_ns))
 
     def _events(self, events):

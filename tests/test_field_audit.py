@@ -406,7 +406,6 @@ def test_summary_warns_of_lost_bytes_and_cut_packets(tmp_path):
         c.close()
 
     path = pcap(tmp_path, build)
-    data = bytearray(path.read_bytes())
     out = run_cli("analyze", path, "--port", 9092, "--no-progress").stdout
     assert "warning: the capture lost data: 1000 bytes missing in 1 gaps" in out
     # The same capture cut at 100 bytes a packet: counted as cut by the snap length.
@@ -415,7 +414,6 @@ def test_summary_warns_of_lost_bytes_and_cut_packets(tmp_path):
     for p in dissector.capture.open_capture(path):
         cap.packets.append(p._replace(data=p.data[:100]))
     cap.write_pcap(cut)
-    assert data  # the original stays whole
     out = run_cli("analyze", cut, "--port", 9092, "--no-progress").stdout
     assert "packets cut by the snap length" in out
 

@@ -1,19 +1,20 @@
 """What every analysis shares: bodies in any form, empty results, topic names, time."""
 
 import functools
-import json
 
 import pandas as pd
+
+from ..tables.bodies import parse_body
+from ..tables.partitions import PARTITION_KEYS, TOPIC_KEYS
 
 
 def body(value):
     """A decoded body as a dict: JSON text (the tables' form) is parsed, dicts pass through,
     anything else (missing, NaN) is an empty dict."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return {}
+    try:
+        value = parse_body(value)
+    except ValueError:
+        return {}
     return value if isinstance(value, dict) else {}
 
 
@@ -59,7 +60,7 @@ def topic_names(pairs):
 
 def topic_of(item, names):
     """A topic's name in a body's topic entry (named, or by id)."""
-    for key in ("Name", "Topic", "TopicName"):
+    for key in TOPIC_KEYS:
         if item.get(key):
             return item[key]
     tid = item.get("TopicId")
@@ -67,7 +68,7 @@ def topic_of(item, names):
 
 
 def partition_of(item):
-    for key in ("PartitionIndex", "Partition", "Index"):
+    for key in PARTITION_KEYS:
         if item.get(key) is not None:
             return item[key]
     return None

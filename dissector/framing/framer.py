@@ -34,9 +34,9 @@ class Frame(NamedTuple):
 
 
 class CutFrame(NamedTuple):
-    """A frame the capture cut (a snap length, a lost segment) where its size prefix was
-    captured: its start and end are known, so framing stays in step; `data` is the body up to
-    the first missing byte, `size` the body's full length."""
+    """A frame the snap length cut where its size prefix was captured: its start and end are
+    known, so framing stays in step; `data` is the body up to the first missing byte, `size`
+    the body's full length."""
 
     data: bytes
     offset: int

@@ -96,12 +96,6 @@ class Exchange:
     request = _Body()
     response = _Body()
 
-    def row(self):
-        return tuple(getattr(self, name) for name in COLUMNS)
-
-    def as_dict(self):
-        return {name: getattr(self, name) for name in COLUMNS}
-
     @property
     def first_frame(self):
         """The frame a table is ordered by: the request's, or the response's for an orphan."""

@@ -9,6 +9,7 @@ from ..errors import DecodeError
 from ..protocol import legacy
 from . import exchange as ex
 from .rows import REQUEST, RESPONSE, Malformed, Request, Side, build, ended
+from .timeouts import expired_rows
 
 PROTOCOL = "0.7"
 
@@ -72,6 +73,10 @@ class LegacySession:
         req = self.pending.popleft()
         why = "response lost in a capture gap"
         return [build(self.conn, PROTOCOL, req, status=ex.UNANSWERED, reason=why)]
+
+    def expire(self, now, allowance_ns):
+        """Rows for the requests that waited past their deadline (session/timeouts.py)."""
+        return expired_rows(self, self.pending, now, allowance_ns)
 
     def end(self):
         out = [

@@ -28,6 +28,7 @@ from . import exchange as ex
 from .directory import NO_TOPIC_ID
 from .exchange import LazyBody
 from .rows import REQUEST, RESPONSE, Malformed, Request, Side, build, ended
+from .timeouts import due, expired_rows
 
 PROTOCOL = "0.8+"
 SILENT_WINDOW = 64  # acks=0 produce requests kept in case a broker answers them anyway
@@ -352,6 +353,22 @@ class ModernSession:
         return Side(frame, body={"AuthBytes": token, "raw": True}, error_name="NONE")
 
     # -- end ---------------------------------------------------------------------------------
+
+    def expire(self, now, allowance_ns):
+        """Rows for what waited past its deadline (session/timeouts.py), taken off: requests
+        `unanswered`, acks=0 produce requests `no_response_expected`, raw SASL tokens
+        `unanswered`, and responses held for a request that never came, orphans."""
+        out = []
+        for corr in [c for c, q in self.pending.items() if due(q[0], now, allowance_ns)]:
+            queue = self.pending[corr]
+            out += expired_rows(self, queue, now, allowance_ns)
+            if not queue:
+                del self.pending[corr]
+        out += expired_rows(self, self.silent, now, allowance_ns, ex.NO_RESPONSE_EXPECTED)
+        out += expired_rows(self, self.raw_pending, now, allowance_ns)
+        out += self.expire_early(now)
+        out.sort(key=lambda row: row.request_frame or 0)
+        return out
 
     def end(self):
         """The connection is over: requests still waiting are unanswered."""

@@ -36,40 +36,17 @@ def deadline(req, allowance_ns=DEFAULT_ALLOWANCE_NS):
     return req.frame.last_ts + allowance_ns + asked_wait_ns(body)
 
 
-def _due(req, now, allowance_ns):
+def due(req, now, allowance_ns=DEFAULT_ALLOWANCE_NS):
     """Past its deadline; only requests past the base allowance have their body read."""
     return req.frame.last_ts + allowance_ns < now and deadline(req, allowance_ns) < now
 
 
-def expire_requests(session, now, allowance_ns=DEFAULT_ALLOWANCE_NS):
-    """Rows for the requests of a session whose deadline passed before `now`, removed from it:
-    `unanswered` for requests awaiting a response, `no_response_expected` for acks=0 produce
-    requests kept in case the broker answered them anyway; and `orphan_response` for
-    responses held for a request that never came."""
+def expired_rows(session, queue, now, allowance_ns, status=ex.UNANSWERED):
+    """Rows for the requests at the head of `queue` (oldest first) whose deadline passed,
+    taken off it."""
     out = []
-    why = EXPIRED
-    pending = session.pending
-    protocol = session.PROTOCOL
-    if isinstance(pending, dict):  # 0.8+: correlation id -> deque of requests
-        for corr in [c for c, q in pending.items() if _due(q[0], now, allowance_ns)]:
-            queue = pending[corr]
-            while queue and _due(queue[0], now, allowance_ns):
-                req = queue.popleft()
-                out.append(build(session.conn, protocol, req, status=ex.UNANSWERED, reason=why))
-            if not queue:
-                del pending[corr]
-        silent = session.silent
-        while silent and _due(silent[0], now, allowance_ns):
-            req = silent.popleft()
-            out.append(build(session.conn, protocol, req, status=ex.NO_RESPONSE_EXPECTED))
-        queue = session.raw_pending
-        # Responses held in case their request was captured after them: orphans once their
-        # window has passed, even when no later traffic comes to say so.
-        out += session.expire_early(now)
-    else:  # 0.7: requests in order
-        queue = pending
-    while queue and _due(queue[0], now, allowance_ns):
+    while queue and due(queue[0], now, allowance_ns):
+        reason = EXPIRED if status == ex.UNANSWERED else None
         req = queue.popleft()
-        out.append(build(session.conn, protocol, req, status=ex.UNANSWERED, reason=why))
-    out.sort(key=lambda row: row.request_frame or 0)
+        out.append(build(session.conn, session.PROTOCOL, req, status=status, reason=reason))
     return out

@@ -3,7 +3,6 @@ Arrow batches (`arrow.py`), read as pandas, written to files (`output.py`), summ
 (`summary.py`)."""
 
 from .bodies import body_json, parse_body
-from .pairs import order, pairs_rows
 from .partitions import PartitionRows
 from .records import exchange_records
 from .streams import stream_rows
@@ -31,7 +30,6 @@ def __getattr__(name):
 # table -> a new function from one exchange (one accounting row for "streams") to its rows;
 # a function per table built, as some remember what came before (high watermarks)
 ROW_BUILDERS = {
-    "pairs": lambda: pairs_rows,
     "partitions": PartitionRows,
     "records": lambda: lambda e: list(exchange_records(e)),
     "streams": lambda: stream_rows,
@@ -80,7 +78,6 @@ __all__ = [
     "arrow_batches",
     "body_json",
     "build_table",
-    "order",
     "parse_bodies",
     "parse_body",
     "sort_table",

@@ -8,14 +8,6 @@ from .bodies import body_json
 _PLAIN = tuple(c for c in COLUMNS if c not in ("request", "response"))
 
 
-def order(exchange):
-    """Capture order: by the request's frame (the response's for an orphan)."""
-    start = (
-        exchange.request_start if exchange.request_start is not None else exchange.response_start
-    )
-    return exchange.first_frame, start, exchange.stream
-
-
 _plain_values = attrgetter(*_PLAIN)  # one C call per exchange for its plain columns
 
 
@@ -29,7 +21,3 @@ def pairs_columns(exchanges):
     cols["request"] = [body_json(e.request) for e in exchanges]
     cols["response"] = [body_json(e.response) for e in exchanges]
     return cols
-
-
-def pairs_rows(exchange):
-    return [exchange.as_dict()]

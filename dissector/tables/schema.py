@@ -10,6 +10,7 @@ and Spark all hold as it is.
 import pyarrow as pa
 
 from ..session import exchange
+from . import TABLES as NAMES
 from . import partitions, records
 
 TIME = pa.timestamp("ns", tz="UTC")
@@ -147,8 +148,4 @@ STREAMS = _schema(
 
 SCHEMAS = {"pairs": PAIRS, "partitions": PARTITIONS, "records": RECORDS, "streams": STREAMS}
 TABLES = tuple(SCHEMAS)
-assert TABLES == __import__("dissector.tables", fromlist=["TABLES"]).TABLES
-
-
-def columns(table):
-    return tuple(SCHEMAS[table].names)
+assert TABLES == NAMES, "the package names the tables before Arrow is loaded: keep them equal"

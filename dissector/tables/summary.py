@@ -141,46 +141,43 @@ class Summary:
                 self._add_census(e)
 
     def _add_census(self, e):
+        """Volume counted from the record sets' headers, as the session found them."""
         _, data, sets = e.record_sets
-        names = e.topic_names
         for topic, start, end in sets:
-            if end == start:
-                continue
-            c = census(data, start, end)
-            sums = self._volume[(e.api_name, names.get(topic, topic))]
-            sums["batches"] += c.batches
-            if c.records is None:
-                sums["records_unknown"] += 1
-            else:
-                sums["records"] += c.records
-            sums["control_records"] += c.control_records
-            sums["bytes"] += end - start
-            if c.codecs:
-                sums["uncompressed_bytes_unknown"] += 1
-            else:
-                sums["uncompressed_bytes"] += end - start
-            for codec, size in c.codecs.items():
-                counts = self._codecs[(e.api_name, codec)]
-                counts["bytes"] += size
-                counts["unknown"] += 1
+            if end > start:
+                c = census(data, start, end)
+                volume = {
+                    "batches": c.batches,
+                    "records": c.records,
+                    "control_records": c.control_records,
+                    "bytes": end - start,
+                    "uncompressed_bytes": None if c.codecs else end - start,
+                    "codecs": {codec: (size, None) for codec, size in c.codecs.items()},
+                }
+                self._add(e.api_name, e.topic_names.get(topic, topic), volume)
 
     def _add_decoded_volume(self, e):
+        """Volume from the decoded bodies (the partitions table's rows)."""
         for row in exchange_partitions(e):
-            if not row.get("bytes"):
-                continue
-            sums = self._volume[(e.api_name, row["topic"])]
-            for name in VOLUME:
-                if row.get(name) is not None:
-                    sums[name] += row[name]
-                else:
-                    sums[name + "_unknown"] += 1
-            for codec, (size, raw) in (row.get("codecs") or {}).items():
-                c = self._codecs[(e.api_name, codec)]
-                c["bytes"] += size
-                if raw is None:
-                    c["unknown"] += 1
-                else:
-                    c["uncompressed_bytes"] += raw
+            if row.get("bytes"):
+                self._add(e.api_name, row["topic"], row)
+
+    def _add(self, api, topic, volume):
+        """Add one record set's volume (the VOLUME counts, None where unknown, and `codecs`:
+        codec -> (compressed bytes, uncompressed bytes or None))."""
+        sums = self._volume[(api, topic)]
+        for name in VOLUME:
+            if volume.get(name) is not None:
+                sums[name] += volume[name]
+            else:
+                sums[name + "_unknown"] += 1
+        for codec, (size, raw) in (volume.get("codecs") or {}).items():
+            c = self._codecs[(api, codec)]
+            c["bytes"] += size
+            if raw is None:
+                c["unknown"] += 1
+            else:
+                c["uncompressed_bytes"] += raw
 
     def merge(self, other):
         """Add the summary of another part of the same capture (a Spark task's)."""
