@@ -8,12 +8,13 @@ PACKAGE = Path(__file__).resolve().parent.parent
 
 
 def package_zip(directory=None):
-    """dissector.zip (sources and data files) in `directory` (default: a new temporary one)."""
+    """dissector.zip (Python sources, data files) in `directory` (default: a new temporary one)."""
     directory = Path(directory or tempfile.mkdtemp(prefix="kafka-dissect-"))
     out = directory / f"{PACKAGE.name}.zip"
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
         for path in sorted(PACKAGE.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
+            # Compiled modules cannot load from a zip: executors run the Python source.
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".so":
                 z.write(path, path.relative_to(PACKAGE.parent))
     return str(out)
 

@@ -1,0 +1,59 @@
+"""The hot path, compiled.
+
+Every module a packet or an exchange passes through is plain Python, and Cython compiles
+the same files, unchanged, into extension modules that Python prefers at import. The cost
+of this product is per exchange: interpreter overhead in the calls and attribute look-ups
+of many small steps, which compilation removes (about 1.45× on real traffic, see README).
+
+Nothing depends on it: with no C compiler, or with KAFKA_DISSECT_PURE=1 at install, a
+module that fails to build is skipped with a warning and its Python source runs instead.
+"""
+
+import os
+
+from setuptools import setup
+
+HOT_PATH = [
+    "dissector/flow.py",
+    "dissector/source.py",
+    "dissector/capture/packet.py",
+    "dissector/capture/pcap.py",
+    "dissector/capture/pcapng.py",
+    "dissector/net/*.py",
+    "dissector/tcp/*.py",
+    "dissector/framing/framer.py",
+    "dissector/protocol/primitives.py",
+    "dissector/protocol/codegen.py",
+    "dissector/protocol/messages.py",
+    "dissector/protocol/records/*.py",
+    "dissector/session/*.py",
+    "dissector/tables/arrow.py",
+    "dissector/tables/bodies.py",
+    "dissector/tables/pairs.py",
+    "dissector/tables/partitions.py",
+    "dissector/tables/records.py",
+    "dissector/tables/streams.py",
+    "dissector/tables/summary.py",
+]
+
+
+def extensions():
+    if os.environ.get("KAFKA_DISSECT_PURE"):
+        return []
+    try:
+        from Cython.Build import cythonize
+    except ImportError:
+        return []
+    modules = cythonize(
+        HOT_PATH,
+        exclude=["dissector/*/__init__.py", "dissector/*/*/__init__.py"],
+        build_dir="build/cython",
+        compiler_directives={"language_level": 3},
+        quiet=True,
+    )
+    for module in modules:
+        module.optional = True  # a failed build leaves the Python source in charge
+    return modules
+
+
+setup(ext_modules=extensions(), options={"build_ext": {"parallel": os.cpu_count() or 1}})
