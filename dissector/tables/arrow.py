@@ -4,8 +4,6 @@ Tables are built column by column, a batch of exchanges at a time, as exchanges 
 file, a Spark task or a live view never needs the whole table.
 """
 
-from itertools import islice
-
 import pyarrow as pa
 
 from .schema import RECORD_TIME, SCHEMAS
@@ -23,23 +21,20 @@ def parse_bodies(pairs):
     )
 
 
-def _chunks(items, size):
-    it = iter(items)
-    while chunk := list(islice(it, size)):
-        yield chunk
+BATCH_TEXT = 64 << 20  # bytes of body text per batch: a batch of large bodies is cut early
 
 
 def arrow_batches(items, table="pairs", batch_rows=BATCH_ROWS):
-    """Record batches of `table` from exchanges (or, for "streams", the accounting rows)."""
-    from . import ROW_BUILDERS
+    """Record batches of `table` from exchanges (or, for "streams", the accounting rows).
 
+    Each exchange becomes its row as it comes and is let go: a batch holds rows, never the
+    exchanges' frames or decoded bodies."""
     schema = SCHEMAS[table]
     if table == "pairs":
-        from .pairs import pairs_columns
-
-        for chunk in _chunks(items, batch_rows):
-            yield _batch(pairs_columns(chunk), schema)
+        yield from _pairs_batches(items, schema, batch_rows)
         return
+    from . import ROW_BUILDERS
+
     rows_of = ROW_BUILDERS[table]()
     rows = []
     for item in items:
@@ -51,8 +46,24 @@ def arrow_batches(items, table="pairs", batch_rows=BATCH_ROWS):
         yield pa.RecordBatch.from_pylist(rows, schema=schema)
 
 
-def _batch(columns, schema):
-    arrays = [pa.array(columns[f.name], type=f.type) for f in schema]
+def _pairs_batches(exchanges, schema, batch_rows):
+    from .pairs import pairs_row
+
+    rows, text = [], 0
+    for exchange in exchanges:
+        row = pairs_row(exchange)
+        rows.append(row)
+        text += len(row[-2] or "") + len(row[-1] or "")
+        if len(rows) >= batch_rows or text >= BATCH_TEXT:
+            yield _columns_batch(rows, schema)
+            rows, text = [], 0
+    if rows:
+        yield _columns_batch(rows, schema)
+
+
+def _columns_batch(rows, schema):
+    columns = zip(*rows, strict=True)
+    arrays = [pa.array(values, type=f.type) for values, f in zip(columns, schema, strict=True)]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 

@@ -5,19 +5,12 @@ from operator import attrgetter
 from ..session.exchange import COLUMNS
 from .bodies import body_json
 
-_PLAIN = tuple(c for c in COLUMNS if c not in ("request", "response"))
-
+_PLAIN = COLUMNS[:-2]
+assert COLUMNS[-2:] == ("request", "response"), "bodies are the last two columns"
 
 _plain_values = attrgetter(*_PLAIN)  # one C call per exchange for its plain columns
 
 
-def pairs_columns(exchanges):
-    """Column name -> values, for a batch of exchanges."""
-    if exchanges:
-        rows = map(_plain_values, exchanges)
-        cols = dict(zip(_PLAIN, map(list, zip(*rows, strict=True)), strict=True))
-    else:
-        cols = {name: [] for name in _PLAIN}
-    cols["request"] = [body_json(e.request) for e in exchanges]
-    cols["response"] = [body_json(e.response) for e in exchanges]
-    return cols
+def pairs_row(exchange):
+    """The exchange's row, in COLUMNS order, bodies as JSON text: all a batch keeps of it."""
+    return (*_plain_values(exchange), body_json(exchange.request), body_json(exchange.response))
