@@ -21,8 +21,9 @@ class Dissection:
     naming the first of them; one where only some have such link types, a warning.
     """
 
-    def __init__(self, path, options, progress=None):
-        self.path = path
+    def __init__(self, path, options, progress=None, name=None):
+        self.path = name or path  # `path` may be an open binary file, which `name` names
+        self._input = path
         self.dissector = Dissector(options)
         self.progress = progress
         self.warnings = []
@@ -35,7 +36,7 @@ class Dissection:
 
     def __iter__(self):
         d = self.dissector
-        with _opened(self.path) as reader:
+        with _opened(self._input, self.path) as reader:
             self._reader = reader
             bar = _progress_bar(self.path, reader.total_bytes, self.progress)
             done = 0
@@ -75,10 +76,10 @@ class Dissection:
         )
 
 
-def _opened(path):
+def _opened(path, name=None):
     """open_capture, with the errors of opening a file said in one line, naming it."""
     try:
-        return open_capture(path)
+        return open_capture(path, name)
     except FileNotFoundError:
         raise CaptureError(path, "no such file") from None
     except IsADirectoryError:

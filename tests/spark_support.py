@@ -23,9 +23,10 @@ from dissector.spark.pipeline import (
     cross_facts,
     endpoint_facts,
 )
-from dissector.spark.plan import expand, plan_locally
+from dissector.spark.plan import expand, plan_locally, whole_and_split
 from dissector.spark.tasks import OPENED, dissect_group, piece_packets
 from dissector.spark.types import table_schema
+from dissector.spark.whole import table_batches
 from dissector.tables.schema import SCHEMAS
 
 
@@ -72,7 +73,19 @@ def run_in_process(paths, table, split_bytes, seed=0, **options):
     """The Spark plan without Spark: returns the table as an Arrow table."""
     rng = random.Random(seed)
     files = expand(paths)
-    pieces = plan_locally(files, split_bytes)
+    whole, pieces = whole_and_split(plan_locally(files, split_bytes))
+    if table == "records":
+        options.setdefault("records", "full")
+    opts = _options(options)
+    schema = table_schema(table)
+    out = [b for c in whole for b in table_batches(c, table, opts, schema)]
+    if pieces:
+        out += split_in_process(pieces, table, opts, rng).to_batches()
+    return pa.Table.from_batches(out, schema=schema)
+
+
+def split_in_process(pieces, table, opts, rng):
+    """The shuffle path of split captures, groups in random order."""
     groups = defaultdict(list)
     for capture, piece in pieces:
         piece = Piece(**{**piece, "prefix": bytes.fromhex(piece["prefix"])})
@@ -80,9 +93,6 @@ def run_in_process(paths, table, split_bytes, seed=0, **options):
             for i in range(batch.num_rows):
                 row = batch.slice(i, 1)
                 groups[(capture, row.column("key")[0].as_py())].append(row)
-    if table == "records":
-        options.setdefault("records", "full")
-    opts = _options(options)
     outputs = {}
     order = list(groups)
     rng.shuffle(order)

@@ -61,6 +61,29 @@ def test_every_table_of_a_capture_set_equals_read_pcap(sample_set, table):
         assert spark_rows(got, path) == reference(path, table, **options), path
 
 
+def test_whole_and_split_captures_in_one_set(spark, capsys):
+    """Captures below the split size are dissected in the task that reads them (no shuffle),
+    the others after the shuffle: every table and the summary equal read_pcap and analyze."""
+    from dissector.cli import analyze, build_parser
+    from dissector.spark import Dissected
+
+    d = Dissected(spark, CAPTURES, "30k", records="full")
+    try:
+        assert d.whole and d.groups is not None
+        assert set(d.whole) == {c for c in CAPTURES if os.path.getsize(c) <= 30_000}
+        for table in TABLES:
+            got = d.table(table).toArrow()
+            for path in CAPTURES:
+                assert spark_rows(got, path) == reference(path, table, records="full"), path
+        texts = [summary.text(title) for _c, title, summary in d.summaries()]
+    finally:
+        d.unpersist()
+    analyze(build_parser().parse_args(["analyze", "--records", "full", *CAPTURES]))
+    expected = capsys.readouterr().out
+    for text in texts:
+        assert text in expected
+
+
 def test_the_format_loads_globs_and_lists(spark):
     """spark.read.format("kafka_pcap") with options, a glob and a list of paths."""
     one, two = CAPTURES[0], CAPTURES[1]

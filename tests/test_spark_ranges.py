@@ -128,6 +128,21 @@ def test_damaged_copies_split_anywhere_equal_read_pcap(capture, case, table, spl
         assert spark_rows(got) == reference(path, table)
 
 
+@pytest.mark.parametrize("table", TABLES)
+def test_a_set_of_whole_and_split_captures_equals_read_pcap(table):
+    """Captures below the split size are dissected whole in one task, the others by groups of
+    connections after the shuffle; each equals read_pcap."""
+    from dissector.spark.plan import plan_locally, whole_and_split
+
+    paths = [str(c) for c in CAPTURES]
+    whole, split = whole_and_split(plan_locally(paths, 30_000))
+    assert whole and split and set(whole).isdisjoint(c for c, _ in split)
+    got = run_in_process(paths, table, 30_000, seed=3)
+    assert set(got.column("capture").to_pylist()) <= set(paths)
+    for path in paths:
+        assert spark_rows(got, path) == reference(path, table), path
+
+
 def test_a_topic_id_shows_its_name_only_once_learned_earlier():
     """Moments across groups: a lookup before the learning keeps the id, one after gets the
     name; within a group, the sequence orders a learning and a lookup of one packet."""

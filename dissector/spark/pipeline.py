@@ -1,11 +1,12 @@
 """The tables of a capture set as Spark DataFrames.
 
-    byte ranges ─▶ packets ─▶ shuffle by connection ─▶ core per group ─▶ settle ─▶ table
-    (plan.py)      (source)   groupBy(capture, key)     (tasks.py)        (crossing.py)
+    whole captures ─▶ core per capture (whole.py) ───────────────────────────────┐
+    split captures ─▶ byte ranges ─▶ packets ─▶ shuffle ─▶ core per group ─▶ settle ─┴▶ table
+                      (plan.py)      (source)   (groupBy)  (tasks.py)       (crossing.py)
 
-The dissected groups are kept (persisted) because two things read them: the small facts that
-cross connections, collected to the driver when the DataFrame is made, and the table itself,
-built from them by every action on the DataFrame.
+For split captures, the dissected groups are kept (persisted) because two things read them:
+the small facts that cross connections, collected to the driver when the DataFrame is made,
+and the table itself, built from them by every action on the DataFrame.
 """
 
 import json
@@ -17,8 +18,8 @@ import pyarrow as pa
 
 from ..tables.schema import SCHEMAS
 from .crossing import renumber, settle_topics, stale_groups
-from .plan import LOCAL_SURVEY_BYTES, expand, plan_pieces, surveys_in_spark
-from .source import NAME, _bytes
+from .plan import LOCAL_SURVEY_BYTES, expand, plan_pieces, surveys_in_spark, whole_and_split
+from .source import NAME, WHOLE_NAME, _bytes
 from .tasks import (
     DISSECTED,
     EXCHANGE,
@@ -47,16 +48,23 @@ OPTION_NAMES = (
 
 
 class Dissected:
-    """A capture set dissected in Spark: the kept groups and the settled cross-connection
-    facts; `table(name)` builds any table from them, `summary()` the command line's summary."""
+    """A capture set dissected in Spark; `table(name)` builds any table, `summaries()` the
+    command line's summary.
+
+    Captures read whole by one task (smaller than `split_bytes`, or gzip) are dissected where
+    they are read, once per table built (`whole.py`). Captures split into byte ranges are
+    dissected once, by groups of connections after a shuffle; the groups are kept and the
+    cross-connection facts settled here, and every table is built from them.
+
+    `warnings`: what reading the captures noticed (a cut file, a timestamp out of range), one
+    line each naming file, frame and offset. Those of split captures are known once this is
+    made; those of captures read whole come with their reading, in `summaries()`."""
 
     def __init__(self, spark, paths, split_bytes=DEFAULT_SPLIT, local_survey_bytes=None, **options):
-        from pyspark import StorageLevel
-        from pyspark.sql import functions as F
-
-        from .source import PacketSource
+        from .source import PacketSource, WholeSource
 
         spark.dataSource.register(PacketSource)
+        spark.dataSource.register(WholeSource)
         self.spark = spark
         self.files = expand(paths)
         split = _bytes(split_bytes)
@@ -66,13 +74,26 @@ class Dissected:
         pieces, self.warnings = plan_pieces(self.files, split, surveys)
         for message in self.warnings:
             warnings.warn(message, stacklevel=2)
+        self.options = _options(options)
+        self.whole, split_pieces = whole_and_split(pieces)
+        self.groups = None
+        self.streams, self.learned, self.packets = {}, {}, {}
+        self._notes = None
+        if split_pieces:
+            self._dissect_split(split_pieces, split)
+
+    def _dissect_split(self, pieces, split):
+        """Packets, shuffle by connection, the core per group (kept), facts settled."""
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        spark = self.spark
         packets = (
             spark.read.format(NAME)
             .option("pieces", json.dumps(pieces))
             .option("split_bytes", str(split))
             .load()
         )
-        self.options = _options(options)
         schema = spark_schema(DISSECTED)
         self.groups = (
             packets.groupBy("capture", "key")
@@ -104,9 +125,28 @@ class Dissected:
         self.streams, self.learned = cross_facts(facts)
         self.packets = {r["capture"]: r["frame"] for r in facts if r["kind"] == LAST_FRAME}
 
+    def _whole(self, table):
+        """The captures read whole, as `table` (or "notes"): no shuffle."""
+        return (
+            self.spark.read.format(WHOLE_NAME)
+            .option("captures", json.dumps(self.whole))
+            .option("table", table)
+            .option("dissect", json.dumps(self.options))
+            .load()
+        )
+
     def table(self, table="pairs"):
         if table not in SCHEMAS:
             raise ValueError(f"unknown table {table!r}; choose from {', '.join(SCHEMAS)}")
+        parts = [self._whole(table)] if self.whole else []
+        if self.groups is not None:
+            parts.append(self._split_table(table))
+        out = parts[0]
+        for part in parts[1:]:
+            out = out.unionByName(part)
+        return out
+
+    def _split_table(self, table):
         from pyspark.sql import functions as F
 
         kind = STREAM_ROW if table == "streams" else EXCHANGE
@@ -120,18 +160,38 @@ class Dissected:
 
     def summaries(self):
         """Per capture, in the order given: the `analyze` summary and its title, summed in
-        Spark from the summaries of each task."""
+        Spark from the summaries of each task. Adds the warnings of the captures read whole
+        to `warnings` (the first time)."""
         from pyspark.sql import functions as F
 
         from .summary import merge, summarise
 
-        blobs = self.groups.filter(F.col("kind") <= STREAM_ROW).select("capture", "kind", "blob")
-        schema = "capture string, summary binary, connections long, kafka long"
-        parts = blobs.mapInArrow(summarise(self.streams, self.learned, self.options), schema)
-        return merge(parts.collect(), self.files, self.packets, self.options)
+        rows, packets = [], dict(self.packets)
+        if self.groups is not None:
+            blobs = self.groups.filter(F.col("kind") <= STREAM_ROW)
+            blobs = blobs.select("capture", "kind", "blob")
+            schema = "capture string, summary binary, connections long, kafka long"
+            parts = blobs.mapInArrow(summarise(self.streams, self.learned, self.options), schema)
+            rows += parts.collect()
+        if self.whole:
+            notes = self._whole_notes()
+            rows += notes
+            packets.update({r["capture"]: r["packets"] for r in notes})
+        return merge(rows, self.files, packets, self.options)
+
+    def _whole_notes(self):
+        if self._notes is None:
+            self._notes = self._whole("notes").collect()
+            order = {c: i for i, c in enumerate(self.files)}
+            for r in sorted(self._notes, key=lambda r: order[r["capture"]]):
+                for message in r["warnings"] or ():
+                    self.warnings.append(message)
+                    warnings.warn(message, stacklevel=3)
+        return self._notes
 
     def unpersist(self):
-        self.groups.unpersist()
+        if self.groups is not None:
+            self.groups.unpersist()
 
 
 def cross_facts(rows):
