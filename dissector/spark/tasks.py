@@ -6,6 +6,8 @@ session, on a cluster and behind Spark Connect.
 """
 
 import pickle
+from itertools import groupby
+from operator import attrgetter
 
 import pyarrow as pa
 
@@ -13,8 +15,8 @@ from ..capture.packet import Packet
 from ..capture.ranges import Piece, range_packets, read_head, survey
 from ..flow import Dissector
 from ..options import Options
-from .connections import KeyDecoder, connection_key
-from .crossing import END, Clock, NumberingTracker, TaskDirectory
+from .connections import ConnectionKeys
+from .crossing import END, Clock, TaskDirectory
 
 # What the packet source yields: one row per TCP packet, with its shuffle key.
 PACKETS = pa.schema(
@@ -73,12 +75,12 @@ def survey_batches(batches):
 
 def piece_packets(piece: Piece, capture: str):
     """Record batches of PACKETS for one piece of a capture."""
-    decoder = KeyDecoder()
+    keys = ConnectionKeys()
     cols = ([], [], [], [], [], [])
     last = piece.frames
     for p in range_packets(piece):
         last = p.frame
-        key = connection_key(decoder, p)
+        key = keys.key(p)
         if key is None:
             continue
         for col, value in zip(cols, (key, *p), strict=True):
@@ -98,16 +100,21 @@ def _packet_batch(capture, cols):
     return pa.RecordBatch.from_arrays(arrays, schema=PACKETS)
 
 
-class TaskDissector(Dissector):
-    """The core, fed one group's packets, keeping what crosses connections apart.
-    `seeds`: endpoint -> moment it was proven Kafka by other groups."""
+class TaskDissector:
+    """The core, fed one group's packets, keeping what crosses connections apart: the first
+    frame of each connection it opens, and the moment (see crossing.py) of each exchange it
+    returns and of each fact it learns or looks up. `seeds`: endpoint -> moment it was proven
+    Kafka by other groups."""
 
     def __init__(self, options, seeds=None):
-        super().__init__(options)
         self.clock = Clock()
-        self.tcp = NumberingTracker(broker_ports=self.ports)
+        self.first_frames = []  # by the core's connection id
         self.directory = TaskDirectory(self.clock, seeds or {})
+        self.core = Dissector(options, directory=self.directory, on_open=self._opened)
         self.moments = []  # completion moment of each exchange returned, in order
+
+    def _opened(self, conn):
+        self.first_frames.append(conn.first_frame)
 
     def _stamped(self, exchanges):
         now = self.clock.now
@@ -116,21 +123,15 @@ class TaskDissector(Dissector):
 
     def feed(self, packet):
         self.clock.frame, self.clock.sub = packet.frame, 0
-        return self._stamped(super().feed(packet))
+        return self._stamped(self.core.feed(packet))
 
     def finish(self):
-        """As the core's, with the moment of each connection's flush known."""
+        """As the core's, flushing connection by connection (in stream order, as the core
+        does), each at its own moment."""
         out = []
-        events = self.tcp.finish()
-        i = 0
-        while i < len(events):
-            conn = events[i].conn
-            j = i
-            while j < len(events) and events[j].conn is conn:
-                j += 1
+        for conn, events in groupby(self.core.tcp.finish(), key=attrgetter("conn")):
             self.clock.frame, self.clock.sub = END, conn.first_frame
-            out += self._stamped(self._events(events[i:j]))
-            i = j
+            out += self._stamped(self.core.events(list(events)))
         return out
 
 
@@ -171,11 +172,11 @@ def dissect_group(options, seeds=None):
         for fields in zip(*cols, strict=True):
             exchanges += d.feed(new(Packet, fields))
         exchanges += d.finish()
-        first = d.tcp.first_frames
+        first = d.first_frames
         for e, moment in zip(exchanges, d.moments, strict=True):
             e.stream = first[e.stream]
             add(EXCHANGE, pickle.dumps(e, pickle.HIGHEST_PROTOCOL), moment)
-        for row in d.streams:
+        for row in d.core.streams:
             row = dict(row, stream=first[row["stream"]])
             add(STREAM_ROW, pickle.dumps(row, pickle.HIGHEST_PROTOCOL))
         for frame in first:
