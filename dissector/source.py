@@ -59,21 +59,29 @@ class Dissection:
     def _unsupported_linktypes(self, reader):
         """An error if no packet had a link type the dissector reads, else a warning."""
         d = self.dissector
-        seen = d.net.unsupported  # link type -> [packets, first frame]
-        kinds = ", ".join(
-            f"{lt} ({n} packet{'s' if n != 1 else ''})" for lt, (n, _) in sorted(seen.items())
-        )
-        first = min(seen, key=lambda lt: seen[lt][1])
-        frame, offset = reader.first_of_linktype.get(first, (seen[first][1], None))
-        skipped = d.net.unsupported_packets
-        if skipped == d.packets:
-            raise CaptureError(
-                self.path, f"no packet has a link type the dissector reads: {kinds}", frame, offset
-            )
         self.warnings.append(
-            f"{self.path}: frame {frame}, offset {offset}: {skipped} of {d.packets} packets "
-            f"skipped, of link types the dissector does not read: {kinds}"
+            linktype_warning(self.path, d.net.unsupported, d.packets, reader.first_of_linktype)
         )
+
+
+def linktype_warning(path, unsupported, packets, first_of_linktype):
+    """The warning about packets of link types the dissector does not read, or a
+    CaptureError when no packet has one it reads. `unsupported`: link type -> [packets, first
+    frame] (NetDecoder.unsupported); `first_of_linktype`: link type -> (frame, offset)."""
+    kinds = ", ".join(
+        f"{lt} ({n} packet{'s' if n != 1 else ''})" for lt, (n, _) in sorted(unsupported.items())
+    )
+    first = min(unsupported, key=lambda lt: unsupported[lt][1])
+    frame, offset = first_of_linktype.get(first, (unsupported[first][1], None))
+    skipped = sum(n for n, _ in unsupported.values())
+    if skipped == packets:
+        raise CaptureError(
+            path, f"no packet has a link type the dissector reads: {kinds}", frame, offset
+        )
+    return (
+        f"{path}: frame {frame}, offset {offset}: {skipped} of {packets} packets "
+        f"skipped, of link types the dissector does not read: {kinds}"
+    )
 
 
 def _opened(path, name=None):

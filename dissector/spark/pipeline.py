@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from ..tables.schema import SCHEMAS
 from .crossing import renumber, settle_topics, stale_groups
+from .notes import piece_warnings
 from .plan import LOCAL_SURVEY_BYTES, expand, plan_pieces, surveys_in_spark, whole_and_split
 from .source import NAME, WHOLE_NAME, _bytes
 from .tasks import (
@@ -27,6 +28,7 @@ from .tasks import (
     LEARNED,
     MISSED,
     OPENED,
+    PIECE_NOTES,
     PROVEN,
     STREAM_ROW,
     dissect_group,
@@ -58,7 +60,9 @@ class Dissected:
 
     `warnings`: what reading the captures noticed (a cut file, a timestamp out of range), one
     line each naming file, frame and offset. Those of split captures are known once this is
-    made; those of captures read whole come with their reading, in `summaries()`."""
+    made (and a capture none of whose packets has a link type the core reads is an error
+    then); those of captures read whole come with their reading, in `summaries()` (and that
+    error with any table's action)."""
 
     def __init__(self, spark, paths, split_bytes=DEFAULT_SPLIT, local_survey_bytes=None, **options):
         from .source import PacketSource, WholeSource
@@ -103,7 +107,7 @@ class Dissected:
         for _round in range(MAX_ROUNDS):
             facts = (
                 self.groups.filter(F.col("kind") >= OPENED)
-                .select("capture", "key", "kind", "frame", "sub", "seq", "topic_id", "name")
+                .select("capture", "key", "kind", "blob", "frame", "sub", "seq", "topic_id", "name")
                 .collect()
             )
             stale = stale_groups(*endpoint_facts(facts))
@@ -124,6 +128,10 @@ class Dissected:
             previous.unpersist()
         self.streams, self.learned = cross_facts(facts)
         self.packets = {r["capture"]: r["frame"] for r in facts if r["kind"] == LAST_FRAME}
+        notes = [(r["capture"], r["blob"]) for r in facts if r["kind"] == PIECE_NOTES]
+        for message in piece_warnings(notes, self.files):
+            self.warnings.append(message)
+            warnings.warn(message, stacklevel=3)
 
     def _whole(self, table):
         """The captures read whole, as `table` (or "notes"): no shuffle."""

@@ -5,6 +5,7 @@ Everything here works on Arrow tables and plain values, so that it runs the same
 session, on a cluster and behind Spark Connect.
 """
 
+import json
 import pickle
 from itertools import groupby
 from operator import attrgetter
@@ -33,14 +34,14 @@ PACKETS = pa.schema(
 PACKET_BATCH = 8192
 
 # The key of the one row a piece adds after its packets: its last frame number, counted
-# into the capture's packet total (packets that are not TCP are not shuffled).
+# into the capture's packet total (packets that are not TCP are not shuffled), and its notes.
 LAST_FRAME_KEY = -1
 
 # What a group task yields: exchanges (pickled, with the moment each completed) and
 # accounting rows, and the facts that cross connections (see crossing.py): each connection's
 # first frame, each topic id learned, each broker endpoint proven Kafka and each lookup of an
-# endpoint not known then, with their moments; and each piece's last frame.
-EXCHANGE, STREAM_ROW, OPENED, LEARNED, LAST_FRAME, PROVEN, MISSED = range(7)
+# endpoint not known then, with their moments; and each piece's last frame and notes.
+EXCHANGE, STREAM_ROW, OPENED, LEARNED, LAST_FRAME, PROVEN, MISSED, PIECE_NOTES = range(8)
 DISSECTED = pa.schema(
     [
         ("capture", pa.string()),
@@ -74,11 +75,14 @@ def survey_batches(batches):
 
 
 def piece_packets(piece: Piece, capture: str):
-    """Record batches of PACKETS for one piece of a capture."""
+    """Record batches of PACKETS for one piece of a capture. The last row (LAST_FRAME_KEY)
+    carries the piece's last frame, and as `data` its notes (JSON): packets read, packets of
+    link types the core does not read, and the reader's warnings."""
     keys = ConnectionKeys()
     cols = ([], [], [], [], [], [])
     last = piece.frames
-    for p in range_packets(piece):
+    warnings, first_of_linktype = [], {}
+    for p in range_packets(piece, warnings, first_of_linktype):
         last = p.frame
         key = keys.key(p)
         if key is None:
@@ -88,7 +92,18 @@ def piece_packets(piece: Piece, capture: str):
         if len(cols[0]) >= PACKET_BATCH:
             yield _packet_batch(capture, cols)
             cols = ([], [], [], [], [], [])
-    for col, value in zip(cols, (LAST_FRAME_KEY, last, 0, 0, b"", 0), strict=True):
+    unsupported = {
+        lt: [n, frame, first_of_linktype.get(lt, (frame, None))[1]]
+        for lt, (n, frame) in keys.net.unsupported.items()
+    }
+    notes = {
+        "first": piece.frames,
+        "packets": last - piece.frames,
+        "unsupported": unsupported,
+        "warnings": warnings,
+    }
+    notes = json.dumps(notes).encode()
+    for col, value in zip(cols, (LAST_FRAME_KEY, last, 0, 0, notes, 0), strict=True):
         col.append(value)
     yield _packet_batch(capture, cols)
 
@@ -162,6 +177,8 @@ def dissect_group(options, seeds=None):
 
         if key == LAST_FRAME_KEY:
             add(LAST_FRAME, moment=(max(table.column("frame").to_pylist()), None, None))
+            for notes in table.column("data").to_pylist():
+                add(PIECE_NOTES, notes)
             return pa.Table.from_pydict(rows, schema=DISSECTED)
         table = table.sort_by("frame")
         mine = {endpoint_of(t): tuple(m) for t, m in seeds.get(capture, {}).items()}
