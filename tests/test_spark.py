@@ -301,3 +301,25 @@ def test_some_packets_of_an_unread_link_type_warn_as_analyze(spark, tmp_path, ca
         assert _spark_says(spark, str(ng), split, tmp_path, capsys) == expected, split
         got = load(spark, str(ng), "pairs", split_bytes=split).toArrow()
         assert spark_rows(got) == reference(str(ng), "pairs") and got.num_rows
+
+
+def test_nanosecond_timestamps_option(spark, odd_files):
+    """.option("timestamps", "ns"): the capture-time columns as int64 nanoseconds, exact,
+    split or read whole; the default stays Spark timestamps."""
+    import dissector
+
+    path = odd_files[0]  # nanosecond pcap: every time ends in 999 ns
+    expected = sorted(t.value for t in dissector.read_pcap(path)["request_start"].dropna())
+    assert expected and all(v % 1000 == 999 for v in expected)
+    for split in ("3k", "128m"):
+        df = (
+            spark.read.format("kafka_pcap")
+            .option("timestamps", "ns")
+            .option("split_bytes", split)
+            .load(path)
+        )
+        assert dict(df.dtypes)["request_start"] == "bigint"
+        got = [r[0] for r in df.select("request_start").collect() if r[0] is not None]
+        assert sorted(got) == expected, split
+    default = spark.read.format("kafka_pcap").load(path)
+    assert dict(default.dtypes)["request_start"] == "timestamp"

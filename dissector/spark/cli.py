@@ -24,6 +24,12 @@ def add_parser(subparsers):
     p.add_argument(
         "--split-bytes", default="128m", help="byte-range size for large captures (128m)"
     )
+    p.add_argument(
+        "--timestamps",
+        choices=("us", "ns"),
+        default="us",
+        help="us: Spark timestamps (microseconds); ns: int64 nanoseconds since the epoch, exact",
+    )
     p.add_argument("--port", type=int, action="append", default=[], help="broker port")
     p.add_argument("--protocol", choices=("0.7", "0.8+"), default=None)
     p.add_argument("--records", choices=RECORD_MODES, default="batches")
@@ -101,7 +107,7 @@ def _run(args, spark):
         show_secrets=args.show_secrets,
     )
     try:
-        table = dissected.table(args.table)
+        table = dissected.table(args.table, args.timestamps)
         table.write.mode("overwrite").partitionBy("capture").parquet(args.output)
         summaries = dissected.summaries()
         for message in dissected.warnings:  # as `analyze` says them

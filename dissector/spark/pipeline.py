@@ -133,38 +133,44 @@ class Dissected:
             self.warnings.append(message)
             warnings.warn(message, stacklevel=3)
 
-    def _whole(self, table):
+    def _whole(self, table, timestamps="us"):
         """The captures read whole, as `table` (or "notes"): no shuffle."""
         return (
             self.spark.read.format(WHOLE_NAME)
             .option("captures", json.dumps(self.whole))
             .option("table", table)
+            .option("timestamps", timestamps)
             .option("dissect", json.dumps(self.options))
             .load()
         )
 
-    def table(self, table="pairs"):
+    def table(self, table="pairs", timestamps="us"):
+        """A table of every capture, with `capture`. timestamps="ns": the capture-time
+        columns as int64 nanoseconds since the epoch, exact (Spark timestamps keep
+        microseconds)."""
         if table not in SCHEMAS:
             raise ValueError(f"unknown table {table!r}; choose from {', '.join(SCHEMAS)}")
-        parts = [self._whole(table)] if self.whole else []
+        table_schema(table, timestamps)  # a bad value is an error here
+        parts = [self._whole(table, timestamps)] if self.whole else []
         if self.groups is not None:
-            parts.append(self._split_table(table))
+            parts.append(self._split_table(table, timestamps))
         out = parts[0]
         for part in parts[1:]:
             out = out.unionByName(part)
         return out
 
-    def _split_table(self, table):
+    def _split_table(self, table, timestamps):
         from pyspark.sql import functions as F
 
         kind = STREAM_ROW if table == "streams" else EXCHANGE
         blobs = self.groups.filter(F.col("kind") == kind).select("capture", "blob")
-        build = builder(table, self.streams, self.learned)
+        build = builder(table, self.streams, self.learned, timestamps)
+        schema = table_schema(table, timestamps)
         if table != "partitions":
-            return blobs.mapInArrow(build, spark_schema(table_schema(table)))
+            return blobs.mapInArrow(build, spark_schema(schema))
         blobs = self.groups.filter(F.col("kind") == kind)
         blobs = blobs.select("capture", "blob", "frame", "sub", "seq")
-        return lags(blobs.mapInArrow(build, spark_schema(_ordered(table_schema(table)))))
+        return lags(blobs.mapInArrow(build, spark_schema(_ordered(schema))))
 
     def summaries(self):
         """Per capture, in the order given: the `analyze` summary and its title, summed in
@@ -279,10 +285,10 @@ ORDER = ("_frame", "_sub", "_seq", "_row")  # completion moment of a partition r
 MOMENT = ("frame", "sub", "seq")
 
 
-def builder(table, streams, learned):
+def builder(table, streams, learned, timestamps="us"):
     """mapInArrow: blobs -> batches of `table`. Partition rows carry ORDER, for the lag of
     committed offsets behind the newest high watermark seen anywhere before (`_lags`)."""
-    base = schema = table_schema(table)
+    base = schema = table_schema(table, timestamps)
     kind = STREAM_ROW if table == "streams" else EXCHANGE
     if table == "partitions":
         schema = _ordered(base)
@@ -342,8 +348,9 @@ def lags(df):
     return df.select(*columns).drop(*ORDER)
 
 
-def load(spark, paths, table="pairs", split_bytes=DEFAULT_SPLIT, **options):
-    """A DataFrame of one table of a capture set (paths and globs), with a `capture` column."""
+def load(spark, paths, table="pairs", split_bytes=DEFAULT_SPLIT, timestamps="us", **options):
+    """A DataFrame of one table of a capture set (paths and globs), with a `capture` column;
+    timestamps="ns" gives the capture-time columns as int64 nanoseconds."""
     if table == "records":
         options.setdefault("records", "full")
-    return Dissected(spark, paths, split_bytes, **options).table(table)
+    return Dissected(spark, paths, split_bytes, **options).table(table, timestamps)

@@ -98,12 +98,13 @@ class WholeReader(DataSourceReader):
             if table == "notes":
                 yield from notes_batches(capture, options)
             else:
-                yield from table_batches(capture, table, options, table_schema(table))
+                schema = table_schema(table, self.options.get("timestamps", "us"))
+                yield from table_batches(capture, table, options, schema)
 
 
 class WholeSource(DataSource):
     """Options: `captures` (JSON list of files), `table` (a table, or "notes"), `dissect`
-    (JSON of the dissection options)."""
+    (JSON of the dissection options), `timestamps` ("us" or "ns", see types.py)."""
 
     @classmethod
     def name(cls):
@@ -114,7 +115,9 @@ class WholeSource(DataSource):
         from .whole import NOTES
 
         table = self.options.get("table", "pairs")
-        return spark_schema(NOTES if table == "notes" else table_schema(table))
+        if table == "notes":
+            return spark_schema(NOTES)
+        return spark_schema(table_schema(table, self.options.get("timestamps", "us")))
 
     def reader(self, schema):
         return WholeReader(self.options, schema)
