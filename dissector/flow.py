@@ -14,14 +14,17 @@ class Dissector:
     With broker ports in the options, only connections to them are dissected, and they are
     taken as Kafka without further checks. Without, every TCP connection is examined and kept
     if its first request decodes as Kafka (0.8+) or has the shape of a 0.7 request.
+
+    `directory`: the capture-wide facts the sessions learn and consult (a new Directory by
+    default). `on_open`: called with each TCP connection as it opens (see TcpTracker).
     """
 
-    def __init__(self, options=None, **kw):
+    def __init__(self, options=None, directory=None, on_open=None, **kw):
         self.options = options or Options(**kw)
         self.ports = self.options.ports
         self.net = NetDecoder()
-        self.tcp = TcpTracker(broker_ports=self.ports)
-        self.directory = Directory()
+        self.tcp = TcpTracker(broker_ports=self.ports, on_open=on_open)
+        self.directory = Directory() if directory is None else directory
         self.records = self.options.record_decoder()
         self.conversations = {}  # connection id -> Conversation
         self.streams = []  # accounting rows of ended connections, two per connection
@@ -62,6 +65,11 @@ class Dissector:
             if conv.session is not None and not conv.conn.ignored:
                 out += conv.session.expire(now, allowance_ns)
         return out + self._events(self.tcp.expire(now - idle_ns))
+
+    def events(self, events):
+        """The exchanges that stream events of `tcp` complete: what feed and finish do after
+        TCP, for a driver that runs the tracker itself (to flush connection by connection)."""
+        return self._events(events)
 
     def _events(self, events):
         out = []

@@ -21,8 +21,9 @@ class Dissection:
     naming the first of them; one where only some have such link types, a warning.
     """
 
-    def __init__(self, path, options, progress=None):
-        self.path = path
+    def __init__(self, path, options, progress=None, name=None):
+        self.path = name or path  # `path` may be an open binary file, which `name` names
+        self._input = path
         self.dissector = Dissector(options)
         self.progress = progress
         self.warnings = []
@@ -35,7 +36,7 @@ class Dissection:
 
     def __iter__(self):
         d = self.dissector
-        with _opened(self.path) as reader:
+        with _opened(self._input, self.path) as reader:
             self._reader = reader
             bar = _progress_bar(self.path, reader.total_bytes, self.progress)
             done = 0
@@ -58,27 +59,35 @@ class Dissection:
     def _unsupported_linktypes(self, reader):
         """An error if no packet had a link type the dissector reads, else a warning."""
         d = self.dissector
-        seen = d.net.unsupported  # link type -> [packets, first frame]
-        kinds = ", ".join(
-            f"{lt} ({n} packet{'s' if n != 1 else ''})" for lt, (n, _) in sorted(seen.items())
-        )
-        first = min(seen, key=lambda lt: seen[lt][1])
-        frame, offset = reader.first_of_linktype.get(first, (seen[first][1], None))
-        skipped = d.net.unsupported_packets
-        if skipped == d.packets:
-            raise CaptureError(
-                self.path, f"no packet has a link type the dissector reads: {kinds}", frame, offset
-            )
         self.warnings.append(
-            f"{self.path}: frame {frame}, offset {offset}: {skipped} of {d.packets} packets "
-            f"skipped, of link types the dissector does not read: {kinds}"
+            linktype_warning(self.path, d.net.unsupported, d.packets, reader.first_of_linktype)
         )
 
 
-def _opened(path):
+def linktype_warning(path, unsupported, packets, first_of_linktype):
+    """The warning about packets of link types the dissector does not read, or a
+    CaptureError when no packet has one it reads. `unsupported`: link type -> [packets, first
+    frame] (NetDecoder.unsupported); `first_of_linktype`: link type -> (frame, offset)."""
+    kinds = ", ".join(
+        f"{lt} ({n} packet{'s' if n != 1 else ''})" for lt, (n, _) in sorted(unsupported.items())
+    )
+    first = min(unsupported, key=lambda lt: unsupported[lt][1])
+    frame, offset = first_of_linktype.get(first, (unsupported[first][1], None))
+    skipped = sum(n for n, _ in unsupported.values())
+    if skipped == packets:
+        raise CaptureError(
+            path, f"no packet has a link type the dissector reads: {kinds}", frame, offset
+        )
+    return (
+        f"{path}: frame {frame}, offset {offset}: {skipped} of {packets} packets "
+        f"skipped, of link types the dissector does not read: {kinds}"
+    )
+
+
+def _opened(path, name=None):
     """open_capture, with the errors of opening a file said in one line, naming it."""
     try:
-        return open_capture(path)
+        return open_capture(path, name)
     except FileNotFoundError:
         raise CaptureError(path, "no such file") from None
     except IsADirectoryError:

@@ -23,9 +23,10 @@ from dissector.spark.pipeline import (
     cross_facts,
     endpoint_facts,
 )
-from dissector.spark.plan import expand, plan_locally
+from dissector.spark.plan import expand, plan_locally, whole_and_split
 from dissector.spark.tasks import OPENED, dissect_group, piece_packets
 from dissector.spark.types import table_schema
+from dissector.spark.whole import table_batches
 from dissector.tables.schema import SCHEMAS
 
 
@@ -68,11 +69,23 @@ def spark_rows(arrow_table, capture=None):
     return rows(records, names)
 
 
-def run_in_process(paths, table, split_bytes, seed=0, **options):
+def run_in_process(paths, table, split_bytes, seed=0, timestamps="us", **options):
     """The Spark plan without Spark: returns the table as an Arrow table."""
     rng = random.Random(seed)
     files = expand(paths)
-    pieces = plan_locally(files, split_bytes)
+    whole, pieces = whole_and_split(plan_locally(files, split_bytes))
+    if table == "records":
+        options.setdefault("records", "full")
+    opts = _options(options)
+    schema = table_schema(table, timestamps)
+    out = [b for c in whole for b in table_batches(c, table, opts, schema)]
+    if pieces:
+        out += split_in_process(pieces, table, opts, rng, timestamps).to_batches()
+    return pa.Table.from_batches(out, schema=schema)
+
+
+def split_in_process(pieces, table, opts, rng, timestamps="us"):
+    """The shuffle path of split captures, groups in random order."""
     groups = defaultdict(list)
     for capture, piece in pieces:
         piece = Piece(**{**piece, "prefix": bytes.fromhex(piece["prefix"])})
@@ -80,9 +93,6 @@ def run_in_process(paths, table, split_bytes, seed=0, **options):
             for i in range(batch.num_rows):
                 row = batch.slice(i, 1)
                 groups[(capture, row.column("key")[0].as_py())].append(row)
-    if table == "records":
-        options.setdefault("records", "full")
-    opts = _options(options)
     outputs = {}
     order = list(groups)
     rng.shuffle(order)
@@ -105,11 +115,12 @@ def run_in_process(paths, table, split_bytes, seed=0, **options):
     if table == "partitions":  # one task, exchanges in completion order: lags as a whole run
         blobs = blobs.sort_by([("frame", "ascending"), ("sub", "ascending"), ("seq", "ascending")])
     blobs = blobs.combine_chunks()
-    build = builder(table, streams, learned)
-    out = pa.Table.from_batches(list(build(blobs.to_batches())), schema=build_schema(table))
+    build = builder(table, streams, learned, timestamps)
+    schema = build_schema(table, timestamps)
+    out = pa.Table.from_batches(list(build(blobs.to_batches())), schema=schema)
     return out.drop_columns([c for c in ORDER if c in out.column_names])
 
 
-def build_schema(table):
-    schema = table_schema(table)
+def build_schema(table, timestamps="us"):
+    schema = table_schema(table, timestamps)
     return _ordered(schema) if table == "partitions" else schema

@@ -61,6 +61,29 @@ def test_every_table_of_a_capture_set_equals_read_pcap(sample_set, table):
         assert spark_rows(got, path) == reference(path, table, **options), path
 
 
+def test_whole_and_split_captures_in_one_set(spark, capsys):
+    """Captures below the split size are dissected in the task that reads them (no shuffle),
+    the others after the shuffle: every table and the summary equal read_pcap and analyze."""
+    from dissector.cli import analyze, build_parser
+    from dissector.spark import Dissected
+
+    d = Dissected(spark, CAPTURES, "30k", records="full")
+    try:
+        assert d.whole and d.groups is not None
+        assert set(d.whole) == {c for c in CAPTURES if os.path.getsize(c) <= 30_000}
+        for table in TABLES:
+            got = d.table(table).toArrow()
+            for path in CAPTURES:
+                assert spark_rows(got, path) == reference(path, table, records="full"), path
+        texts = [summary.text(title) for _c, title, summary in d.summaries()]
+    finally:
+        d.unpersist()
+    analyze(build_parser().parse_args(["analyze", "--records", "full", *CAPTURES]))
+    expected = capsys.readouterr().out
+    for text in texts:
+        assert text in expected
+
+
 def test_the_format_loads_globs_and_lists(spark):
     """spark.read.format("kafka_pcap") with options, a glob and a list of paths."""
     one, two = CAPTURES[0], CAPTURES[1]
@@ -189,3 +212,114 @@ def test_bad_input_is_one_line(spark, tmp_path, capsys):
     args = build_parser().parse_args(["spark", str(cut), "-o", str(tmp_path / "o")])
     with pytest.raises(DissectorError, match=r"cut.pcap: frame 1, offset 24: record claims"):
         cli.run(args, spark)
+
+
+def _analyze(path, capsys):
+    """What `kafka-dissect analyze` says on stderr about one file: warning and error lines."""
+    from dissector.cli import main
+
+    capsys.readouterr()
+    main(["analyze", path])
+    return [line for line in capsys.readouterr().err.splitlines() if line.startswith("kafka-")]
+
+
+def _spark_says(spark, path, split, tmp_path, capsys):
+    """The same lines from `kafka-dissect spark` (local session) at a split size."""
+    from dissector.cli import build_parser
+    from dissector.errors import DissectorError
+    from dissector.spark import cli
+
+    capsys.readouterr()
+    out = tmp_path / f"out-{split}"
+    args = build_parser().parse_args(["spark", path, "-o", str(out), "--split-bytes", split])
+    try:
+        cli.run(args, spark)
+    except DissectorError as e:
+        print(f"kafka-dissect: error: {e}", file=__import__("sys").stderr)
+    return [line for line in capsys.readouterr().err.splitlines() if line.startswith("kafka-")]
+
+
+def _with_linktype(src, dst, linktype):
+    raw = bytearray(Path(src).read_bytes())
+    struct.pack_into("<I", raw, 20, linktype)
+    Path(dst).write_bytes(bytes(raw))
+
+
+def test_a_cut_file_read_whole_warns_as_analyze(spark, tmp_path, capsys):
+    """A file cut mid-record: the reader's warning comes back from the task that read it
+    whole (and from planning when split), said as `analyze` says it."""
+    from dissector.spark import Dissected
+
+    raw = Path(CAPTURES[0]).read_bytes()
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(raw[: len(raw) - 10])
+    expected = _analyze(str(cut), capsys)
+    assert len(expected) == 1 and "truncated capture: file ends inside a record" in expected[0]
+    for split in ("128m", "4k"):
+        assert _spark_says(spark, str(cut), split, tmp_path, capsys) == expected, split
+    d = Dissected(spark, str(cut), "128m")  # API users: in `warnings` once summaries ran
+    assert d.whole == [str(cut)] and d.warnings == []
+    d.summaries()
+    assert d.warnings == [expected[0].removeprefix("kafka-dissect: warning: ")]
+
+
+def test_no_readable_link_type_is_the_error_analyze_gives(spark, tmp_path, capsys):
+    """A pcap of a link type the core does not read: the one-line error `analyze` gives,
+    whether the file is read whole by a task or split into ranges."""
+    path = tmp_path / "user0.pcap"
+    _with_linktype(CAPTURES[0], path, 147)
+    expected = _analyze(str(path), capsys)
+    assert expected == [
+        f"kafka-dissect: error: {path}: frame 1, offset 24: no packet has a link type the "
+        f"dissector reads: 147 ({_packets(path)} packets)"
+    ]
+    for split in ("128m", "4k"):
+        assert _spark_says(spark, str(path), split, tmp_path, capsys) == expected, split
+
+
+def _packets(path):
+    from dissector.capture import open_capture
+
+    with open_capture(path) as r:
+        return sum(1 for _ in r)
+
+
+@pytest.mark.skipif(not shutil.which("mergecap"), reason="mergecap (wireshark-common) missing")
+def test_some_packets_of_an_unread_link_type_warn_as_analyze(spark, tmp_path, capsys):
+    """A pcapng whose second interface has a link type the core does not read: the warning
+    `analyze` gives (frame and offset of the first such packet), whole and split; the rest
+    is dissected as read_pcap dissects it."""
+    from dissector.spark import load
+
+    user0 = tmp_path / "user0.pcap"
+    _with_linktype(CAPTURES[3], user0, 147)
+    ng = tmp_path / "mixed.pcapng"
+    subprocess.run(["mergecap", "-F", "pcapng", "-w", str(ng), CAPTURES[0], str(user0)], check=True)
+    expected = _analyze(str(ng), capsys)
+    assert len(expected) == 1 and "packets skipped, of link types" in expected[0]
+    for split in ("128m", "4k"):
+        assert _spark_says(spark, str(ng), split, tmp_path, capsys) == expected, split
+        got = load(spark, str(ng), "pairs", split_bytes=split).toArrow()
+        assert spark_rows(got) == reference(str(ng), "pairs") and got.num_rows
+
+
+def test_nanosecond_timestamps_option(spark, odd_files):
+    """.option("timestamps", "ns"): the capture-time columns as int64 nanoseconds, exact,
+    split or read whole; the default stays Spark timestamps."""
+    import dissector
+
+    path = odd_files[0]  # nanosecond pcap: every time ends in 999 ns
+    expected = sorted(t.value for t in dissector.read_pcap(path)["request_start"].dropna())
+    assert expected and all(v % 1000 == 999 for v in expected)
+    for split in ("3k", "128m"):
+        df = (
+            spark.read.format("kafka_pcap")
+            .option("timestamps", "ns")
+            .option("split_bytes", split)
+            .load(path)
+        )
+        assert dict(df.dtypes)["request_start"] == "bigint"
+        got = [r[0] for r in df.select("request_start").collect() if r[0] is not None]
+        assert sorted(got) == expected, split
+    default = spark.read.format("kafka_pcap").load(path)
+    assert dict(default.dtypes)["request_start"] == "timestamp"

@@ -128,6 +128,54 @@ def test_damaged_copies_split_anywhere_equal_read_pcap(capture, case, table, spl
         assert spark_rows(got) == reference(path, table)
 
 
+@pytest.mark.parametrize("table", TABLES)
+def test_a_set_of_whole_and_split_captures_equals_read_pcap(table):
+    """Captures below the split size are dissected whole in one task, the others by groups of
+    connections after the shuffle; each equals read_pcap."""
+    from dissector.spark.plan import plan_locally, whole_and_split
+
+    paths = [str(c) for c in CAPTURES]
+    whole, split = whole_and_split(plan_locally(paths, 30_000))
+    assert whole and split and set(whole).isdisjoint(c for c, _ in split)
+    got = run_in_process(paths, table, 30_000, seed=3)
+    assert set(got.column("capture").to_pylist()) <= set(paths)
+    for path in paths:
+        assert spark_rows(got, path) == reference(path, table), path
+
+
+def _nanosecond_times(table, df):
+    """The capture-time columns of a read_pcap table, as int64 nanoseconds, per column."""
+    import pyarrow as pa
+
+    from dissector.tables.schema import SCHEMAS
+
+    times = [f for f in SCHEMAS[table] if pa.types.is_timestamp(f.type)]
+    names = [f.name for f in times if f.type.unit == "ns"]
+    return {n: sorted(t.value for t in df[n].dropna()) for n in names}
+
+
+@pytest.mark.parametrize("table", TABLES)
+@pytest.mark.parametrize("split", [300, 1 << 30])
+def test_nanosecond_timestamps_are_exact_int64(tmp_path, table, split):
+    """timestamps="ns": the capture-time columns are int64 nanoseconds, equal to read_pcap's
+    to the nanosecond, whether the capture is split or read whole."""
+    import pyarrow as pa
+
+    import dissector
+
+    path = tmp_path / "ns.pcap"
+    _rewrite_pcap(CAPTURES[0], path, "<", nanoseconds=True)
+    got = run_in_process([str(path)], table, split, timestamps="ns")
+    expected = _nanosecond_times(table, dissector.read_pcap(str(path), table=table))
+    assert expected or table == "records"
+    for name, values in expected.items():
+        assert got.schema.field(name).type == pa.int64()
+        assert sorted(v for v in got.column(name).to_pylist() if v is not None) == values
+        assert any(v % 1000 == 7 for v in values) or not values  # truly nanoseconds
+    if table == "records":  # Kafka's millisecond timestamps stay Spark timestamps
+        assert pa.types.is_timestamp(got.schema.field("timestamp").type)
+
+
 def test_a_topic_id_shows_its_name_only_once_learned_earlier():
     """Moments across groups: a lookup before the learning keeps the id, one after gets the
     name; within a group, the sequence orders a learning and a lookup of one packet."""

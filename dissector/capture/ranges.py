@@ -374,8 +374,10 @@ class _PieceStream:
         return data
 
 
-def range_packets(piece, warnings=None):
-    """The packets of a piece, numbered as Wireshark numbers them in the whole file."""
+def range_packets(piece, warnings=None, first_of_linktype=None):
+    """The packets of a piece, numbered as Wireshark numbers them in the whole file. The
+    reader's warnings are added to `warnings`; once all are read, `first_of_linktype` (a
+    dict) gets each link type's first frame and offset in the piece, as in the whole file."""
     warnings = [] if warnings is None else warnings
     with open_input(piece.path) as f:
         if piece.compressed:
@@ -387,6 +389,7 @@ def range_packets(piece, warnings=None):
             stream = _PieceStream(f, piece.prefix, piece.start, piece.stop)
             shift = piece.start - len(piece.prefix)
         src = Source(piece.path, stream, warnings)
+        src.frame_base, src.offset_base = piece.frames, shift
         head = src.refill(b"", 0, pcap.FILE_HEADER_LEN, 1, 0)
         magic = bytes(head[:4])
         if magic in pcap.MAGICS:
@@ -404,6 +407,9 @@ def range_packets(piece, warnings=None):
         try:
             for p in packets:
                 yield new(Packet, (p[0] + base, p[1], p[2], p[3], p[4]))
+            if first_of_linktype is not None:
+                for lt, (frame, offset) in src.first_of_linktype.items():
+                    first_of_linktype[lt] = (frame + base, offset + shift)
         except CaptureError as e:
             offset = None if e.offset is None else e.offset + shift
             frame = None if e.frame is None else e.frame + base

@@ -36,6 +36,10 @@ class Source:
         self.offset = 0
         self.first_of_linktype: dict[int, tuple[int, int]] = {}
         self._clamped = False
+        # Added to the frames and offsets of warnings: a byte range of a file read alone
+        # names them as in the whole file.
+        self.frame_base = 0
+        self.offset_base = 0
 
     def refill(self, buf: bytes, pos: int, need: int, frame: int, offset: int) -> bytes:
         """Return buf[pos:] extended to at least `need` bytes, or to the end of the stream.
@@ -82,6 +86,7 @@ class Source:
             reason = "compressed stream ends early, without its end marker"
         else:
             return
+        frame, offset = frame + self.frame_base, offset + self.offset_base
         self.warnings.append(
             f"{self.path}: frame {frame}, offset {offset}: truncated capture: {reason}; "
             "decoded up to the cut"
@@ -91,6 +96,7 @@ class Source:
         """A timestamp beyond what 64-bit nanoseconds hold, brought to the nearest end of it."""
         if not self._clamped:
             self._clamped = True
+            frame, offset = frame + self.frame_base, offset + self.offset_base
             self.warnings.append(
                 f"{self.path}: frame {frame}, offset {offset}: timestamp out of range "
                 "(before 1677 or after 2262), clamped"

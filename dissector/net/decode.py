@@ -36,9 +36,14 @@ class NetDecoder:
     - Frames of link types it cannot decode are counted, for the caller to warn about:
       `unsupported` maps each such link type to [packets, frame number of the first],
       `unsupported_linktypes` is the set of them and `unsupported_packets` their total.
+
+    `on_fragment`, if given, takes the IP fragments of TCP instead: it is called with the raw
+    source and destination addresses of each, and no fragment is reassembled (for a driver
+    that only needs to know which hosts a fragment is between).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, on_fragment=None) -> None:
+        self.on_fragment = on_fragment
         self.unsupported: dict[int, list[int]] = {}
         self.unsupported_linktypes: set[int] = set()
         self.unsupported_packets = 0
@@ -175,6 +180,9 @@ class NetDecoder:
         if ip is None:
             return None
         proto, src, dst, start, end, frag = ip
+        if self.on_fragment is not None:
+            self.on_fragment(src, dst)
+            return None
         ident = data[off + 4] << 8 | data[off + 5]
         done = self.fragments.add(
             (src, dst, ident, proto),
@@ -195,6 +203,9 @@ class NetDecoder:
         """Add the IPv6 fragment whose fragment header is at `fh`; the TCP segment once whole."""
         nxt, offset, more, ident = fragment6(data, fh)
         if nxt not in _V6_CARRIERS:
+            return None
+        if self.on_fragment is not None:
+            self.on_fragment(src, dst)
             return None
         start = fh + 8
         done = self.fragments.add(

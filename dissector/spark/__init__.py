@@ -4,11 +4,12 @@
     register(spark)
     pairs = spark.read.format("kafka_pcap").option("table", "pairs").load("captures/*.pcap")
 
-A Python data source's reader cannot shuffle, and reassembly needs every packet of a
-connection in one task. So `register` registers the packet source (`kafka_pcap_packets`,
-a plain Python data source) and routes `load()` of the `kafka_pcap` format to the pipeline
-(`pipeline.load`): packets, a shuffle by connection, the core per group, then what crosses
-connections. Other formats load as before.
+A capture read whole by one task (not split into byte ranges) is dissected in that task, with
+no shuffle (`kafka_pcap_whole`). For a capture split into ranges, reassembly needs every packet
+of a connection in one task, and a Python data source's reader cannot shuffle. So `register`
+registers both plain Python data sources and routes `load()` of the `kafka_pcap` format to the
+pipeline (`pipeline.load`): for split captures, packets (`kafka_pcap_packets`), a shuffle by
+connection, the core per group, then what crosses connections. Other formats load as before.
 """
 
 FORMAT = "kafka_pcap"
@@ -25,9 +26,10 @@ def __getattr__(name):  # pyspark is imported only when Spark is used
 
 def register(spark):
     """Make `spark.read.format("kafka_pcap")` read captures in this session."""
-    from .source import PacketSource
+    from .source import PacketSource, WholeSource
 
     spark.dataSource.register(PacketSource)
+    spark.dataSource.register(WholeSource)
     _route_loads(type(spark.read))
 
 

@@ -2,6 +2,7 @@
 capture, with the `analyze` summary of each capture."""
 
 import sys
+import warnings
 
 from ..errors import DissectorError
 from ..options import DEFAULT_MAX_FRAME, RECORD_MODES, Options
@@ -22,6 +23,12 @@ def add_parser(subparsers):
     )
     p.add_argument(
         "--split-bytes", default="128m", help="byte-range size for large captures (128m)"
+    )
+    p.add_argument(
+        "--timestamps",
+        choices=("us", "ns"),
+        default="us",
+        help="us: Spark timestamps (microseconds); ns: int64 nanoseconds since the epoch, exact",
     )
     p.add_argument("--port", type=int, action="append", default=[], help="broker port")
     p.add_argument("--protocol", choices=("0.7", "0.8+"), default=None)
@@ -59,23 +66,25 @@ def session(master):
 def run(args, spark=None):
     """The subcommand; an error raised inside a Spark task comes back as one line."""
     try:
-        return _run(args, spark)
+        with warnings.catch_warnings():  # the reader's warnings are printed as `analyze` does
+            warnings.filterwarnings("ignore", category=UserWarning, module=r"dissector\.")
+            return _run(args, spark)
     except DissectorError:
         raise
     except Exception as e:
         if type(e).__module__.startswith(("pyspark", "py4j")):
-            raise DissectorError(f"spark: {_last_line(str(e))}") from e
+            raise DissectorError(_last_line(str(e))) from e
         raise
 
 
 def _last_line(text):
-    """The line naming the error in a task's traceback (our errors name file, frame and
-    offset), else the last line."""
+    """The line naming the error in a task's traceback: ours name file, frame and offset, as
+    `analyze` says them; else Spark's last line."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     for line in reversed(lines):
         if line.startswith("dissector.errors."):
             return line.split(": ", 1)[1]
-    return lines[-1] if lines else text
+    return f"spark: {lines[-1] if lines else text}"
 
 
 def _run(args, spark):
@@ -97,12 +106,13 @@ def _run(args, spark):
         max_frame=args.max_frame,
         show_secrets=args.show_secrets,
     )
-    for message in dissected.warnings:
-        print(f"kafka-dissect: warning: {message}", file=sys.stderr)
     try:
-        table = dissected.table(args.table)
+        table = dissected.table(args.table, args.timestamps)
         table.write.mode("overwrite").partitionBy("capture").parquet(args.output)
-        for _capture, title, summary in dissected.summaries():
+        summaries = dissected.summaries()
+        for message in dissected.warnings:  # as `analyze` says them
+            print(f"kafka-dissect: warning: {message}", file=sys.stderr)
+        for _capture, title, summary in summaries:
             print(summary.text(title))
             print()
         rows = spark.read.parquet(args.output).count()

@@ -10,41 +10,33 @@ segments come fragmented is only whole when all its packets are (see the README)
 import zlib
 
 from ..net.decode import NetDecoder
-from ..net.ip import ipv4
 
 
-class KeyDecoder(NetDecoder):
-    """The core's link, IP and TCP decoding, with fragments keyed instead of reassembled."""
+class ConnectionKeys:
+    """Shuffle keys of one capture's packets: the core's link, IP and TCP decoding (`net`,
+    whose counters of unreadable link types stay available), with IP fragments only noted,
+    by their address pair, instead of reassembled."""
 
     def __init__(self):
-        super().__init__()
         self.fragment_pair = None
+        self.net = NetDecoder(on_fragment=self._fragment)
 
-    def _ipv4_fragment(self, frame, ts, data, off):
-        ip = ipv4(data, off)
-        if ip is not None:
-            self.fragment_pair = (ip[1], ip[2])
-        return None
+    def _fragment(self, src, dst):
+        self.fragment_pair = (bytes(src), bytes(dst))
 
-    def _ipv6_fragment(self, frame, ts, data, fh, end, src, dst):
-        self.fragment_pair = (src, dst)
+    def key(self, packet):
+        """The shuffle key of a packet, or None for one the core would not read as TCP."""
+        self.fragment_pair = None
+        seg = self.net.decode(packet)
+        if seg is not None:
+            a = f"{seg.src}|{seg.sport}".encode()
+            b = f"{seg.dst}|{seg.dport}".encode()
+            return _hash(a, b)
+        if self.fragment_pair is not None:
+            return _hash(*self.fragment_pair)
         return None
 
 
 def _hash(a, b):
     lo, hi = (a, b) if a <= b else (b, a)
     return zlib.crc32(hi, zlib.crc32(lo))
-
-
-def connection_key(decoder, packet):
-    """The shuffle key of a packet, or None for one the core would not read as TCP."""
-    decoder.fragment_pair = None
-    seg = decoder.decode(packet)
-    if seg is not None:
-        a = f"{seg.src}|{seg.sport}".encode()
-        b = f"{seg.dst}|{seg.dport}".encode()
-        return _hash(a, b)
-    if decoder.fragment_pair is not None:
-        src, dst = decoder.fragment_pair
-        return _hash(bytes(src), bytes(dst))
-    return None

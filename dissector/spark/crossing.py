@@ -22,7 +22,6 @@ Two things in a whole-file dissection depend on other connections:
 """
 
 from ..session.directory import NO_TOPIC_ID, Directory
-from ..tcp import TcpTracker
 
 END = 1 << 62  # the frame of moments during the end-of-capture flush
 MARK = "\x00topic\x00"  # prefix of a lookup not settled yet: MARK id \0 frame \0 sub \0 seq
@@ -96,19 +95,6 @@ class TaskDirectory(Directory):
         super().__init__()
         self.topic_names = PendingNames(clock)
         self.kafka_endpoints = KafkaEndpoints(clock, seeds)
-
-
-class NumberingTracker(TcpTracker):
-    """The core's TCP tracker, remembering the first frame of every connection it opens."""
-
-    def __init__(self, *args, **kw):
-        super().__init__(*args, **kw)
-        self.first_frames = []  # by local connection id
-
-    def _open(self, seg):
-        half = super()._open(seg)
-        self.first_frames.append(half.conn.first_frame)
-        return half
 
 
 def _parse(mark):

@@ -1,11 +1,12 @@
 """The tables of a capture set as Spark DataFrames.
 
-    byte ranges ─▶ packets ─▶ shuffle by connection ─▶ core per group ─▶ settle ─▶ table
-    (plan.py)      (source)   groupBy(capture, key)     (tasks.py)        (crossing.py)
+    whole captures ─▶ core per capture (whole.py) ───────────────────────────────┐
+    split captures ─▶ byte ranges ─▶ packets ─▶ shuffle ─▶ core per group ─▶ settle ─┴▶ table
+                      (plan.py)      (source)   (groupBy)  (tasks.py)       (crossing.py)
 
-The dissected groups are kept (persisted) because two things read them: the small facts that
-cross connections, collected to the driver when the DataFrame is made, and the table itself,
-built from them by every action on the DataFrame.
+For split captures, the dissected groups are kept (persisted) because two things read them:
+the small facts that cross connections, collected to the driver when the DataFrame is made,
+and the table itself, built from them by every action on the DataFrame.
 """
 
 import json
@@ -17,8 +18,9 @@ import pyarrow as pa
 
 from ..tables.schema import SCHEMAS
 from .crossing import renumber, settle_topics, stale_groups
-from .plan import LOCAL_SURVEY_BYTES, expand, plan_pieces, surveys_in_spark
-from .source import NAME, _bytes
+from .notes import piece_warnings
+from .plan import LOCAL_SURVEY_BYTES, expand, plan_pieces, surveys_in_spark, whole_and_split
+from .source import NAME, WHOLE_NAME, _bytes
 from .tasks import (
     DISSECTED,
     EXCHANGE,
@@ -26,6 +28,7 @@ from .tasks import (
     LEARNED,
     MISSED,
     OPENED,
+    PIECE_NOTES,
     PROVEN,
     STREAM_ROW,
     dissect_group,
@@ -47,16 +50,25 @@ OPTION_NAMES = (
 
 
 class Dissected:
-    """A capture set dissected in Spark: the kept groups and the settled cross-connection
-    facts; `table(name)` builds any table from them, `summary()` the command line's summary."""
+    """A capture set dissected in Spark; `table(name)` builds any table, `summaries()` the
+    command line's summary.
+
+    Captures read whole by one task (smaller than `split_bytes`, or gzip) are dissected where
+    they are read, once per table built (`whole.py`). Captures split into byte ranges are
+    dissected once, by groups of connections after a shuffle; the groups are kept and the
+    cross-connection facts settled here, and every table is built from them.
+
+    `warnings`: what reading the captures noticed (a cut file, a timestamp out of range), one
+    line each naming file, frame and offset. Those of split captures are known once this is
+    made (and a capture none of whose packets has a link type the core reads is an error
+    then); those of captures read whole come with their reading, in `summaries()` (and that
+    error with any table's action)."""
 
     def __init__(self, spark, paths, split_bytes=DEFAULT_SPLIT, local_survey_bytes=None, **options):
-        from pyspark import StorageLevel
-        from pyspark.sql import functions as F
-
-        from .source import PacketSource
+        from .source import PacketSource, WholeSource
 
         spark.dataSource.register(PacketSource)
+        spark.dataSource.register(WholeSource)
         self.spark = spark
         self.files = expand(paths)
         split = _bytes(split_bytes)
@@ -66,13 +78,26 @@ class Dissected:
         pieces, self.warnings = plan_pieces(self.files, split, surveys)
         for message in self.warnings:
             warnings.warn(message, stacklevel=2)
+        self.options = _options(options)
+        self.whole, split_pieces = whole_and_split(pieces)
+        self.groups = None
+        self.streams, self.learned, self.packets = {}, {}, {}
+        self._notes = None
+        if split_pieces:
+            self._dissect_split(split_pieces, split)
+
+    def _dissect_split(self, pieces, split):
+        """Packets, shuffle by connection, the core per group (kept), facts settled."""
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        spark = self.spark
         packets = (
             spark.read.format(NAME)
             .option("pieces", json.dumps(pieces))
             .option("split_bytes", str(split))
             .load()
         )
-        self.options = _options(options)
         schema = spark_schema(DISSECTED)
         self.groups = (
             packets.groupBy("capture", "key")
@@ -82,7 +107,7 @@ class Dissected:
         for _round in range(MAX_ROUNDS):
             facts = (
                 self.groups.filter(F.col("kind") >= OPENED)
-                .select("capture", "key", "kind", "frame", "sub", "seq", "topic_id", "name")
+                .select("capture", "key", "kind", "blob", "frame", "sub", "seq", "topic_id", "name")
                 .collect()
             )
             stale = stale_groups(*endpoint_facts(facts))
@@ -103,35 +128,84 @@ class Dissected:
             previous.unpersist()
         self.streams, self.learned = cross_facts(facts)
         self.packets = {r["capture"]: r["frame"] for r in facts if r["kind"] == LAST_FRAME}
+        notes = [(r["capture"], r["blob"]) for r in facts if r["kind"] == PIECE_NOTES]
+        for message in piece_warnings(notes, self.files):
+            self.warnings.append(message)
+            warnings.warn(message, stacklevel=3)
 
-    def table(self, table="pairs"):
+    def _whole(self, table, timestamps="us"):
+        """The captures read whole, as `table` (or "notes"): no shuffle."""
+        return (
+            self.spark.read.format(WHOLE_NAME)
+            .option("captures", json.dumps(self.whole))
+            .option("table", table)
+            .option("timestamps", timestamps)
+            .option("dissect", json.dumps(self.options))
+            .load()
+        )
+
+    def table(self, table="pairs", timestamps="us"):
+        """A table of every capture, with `capture`. timestamps="ns": the capture-time
+        columns as int64 nanoseconds since the epoch, exact (Spark timestamps keep
+        microseconds)."""
         if table not in SCHEMAS:
             raise ValueError(f"unknown table {table!r}; choose from {', '.join(SCHEMAS)}")
+        table_schema(table, timestamps)  # a bad value is an error here
+        parts = [self._whole(table, timestamps)] if self.whole else []
+        if self.groups is not None:
+            parts.append(self._split_table(table, timestamps))
+        out = parts[0]
+        for part in parts[1:]:
+            out = out.unionByName(part)
+        return out
+
+    def _split_table(self, table, timestamps):
         from pyspark.sql import functions as F
 
         kind = STREAM_ROW if table == "streams" else EXCHANGE
         blobs = self.groups.filter(F.col("kind") == kind).select("capture", "blob")
-        build = builder(table, self.streams, self.learned)
+        build = builder(table, self.streams, self.learned, timestamps)
+        schema = table_schema(table, timestamps)
         if table != "partitions":
-            return blobs.mapInArrow(build, spark_schema(table_schema(table)))
+            return blobs.mapInArrow(build, spark_schema(schema))
         blobs = self.groups.filter(F.col("kind") == kind)
         blobs = blobs.select("capture", "blob", "frame", "sub", "seq")
-        return lags(blobs.mapInArrow(build, spark_schema(_ordered(table_schema(table)))))
+        return lags(blobs.mapInArrow(build, spark_schema(_ordered(schema))))
 
     def summaries(self):
         """Per capture, in the order given: the `analyze` summary and its title, summed in
-        Spark from the summaries of each task."""
+        Spark from the summaries of each task. Adds the warnings of the captures read whole
+        to `warnings` (the first time)."""
         from pyspark.sql import functions as F
 
         from .summary import merge, summarise
 
-        blobs = self.groups.filter(F.col("kind") <= STREAM_ROW).select("capture", "kind", "blob")
-        schema = "capture string, summary binary, connections long, kafka long"
-        parts = blobs.mapInArrow(summarise(self.streams, self.learned, self.options), schema)
-        return merge(parts.collect(), self.files, self.packets, self.options)
+        rows, packets = [], dict(self.packets)
+        if self.groups is not None:
+            blobs = self.groups.filter(F.col("kind") <= STREAM_ROW)
+            blobs = blobs.select("capture", "kind", "blob")
+            schema = "capture string, summary binary, connections long, kafka long"
+            parts = blobs.mapInArrow(summarise(self.streams, self.learned, self.options), schema)
+            rows += parts.collect()
+        if self.whole:
+            notes = self._whole_notes()
+            rows += notes
+            packets.update({r["capture"]: r["packets"] for r in notes})
+        return merge(rows, self.files, packets, self.options)
+
+    def _whole_notes(self):
+        if self._notes is None:
+            self._notes = self._whole("notes").collect()
+            order = {c: i for i, c in enumerate(self.files)}
+            for r in sorted(self._notes, key=lambda r: order[r["capture"]]):
+                for message in r["warnings"] or ():
+                    self.warnings.append(message)
+                    warnings.warn(message, stacklevel=3)
+        return self._notes
 
     def unpersist(self):
-        self.groups.unpersist()
+        if self.groups is not None:
+            self.groups.unpersist()
 
 
 def cross_facts(rows):
@@ -211,10 +285,10 @@ ORDER = ("_frame", "_sub", "_seq", "_row")  # completion moment of a partition r
 MOMENT = ("frame", "sub", "seq")
 
 
-def builder(table, streams, learned):
+def builder(table, streams, learned, timestamps="us"):
     """mapInArrow: blobs -> batches of `table`. Partition rows carry ORDER, for the lag of
     committed offsets behind the newest high watermark seen anywhere before (`_lags`)."""
-    base = schema = table_schema(table)
+    base = schema = table_schema(table, timestamps)
     kind = STREAM_ROW if table == "streams" else EXCHANGE
     if table == "partitions":
         schema = _ordered(base)
@@ -274,8 +348,9 @@ def lags(df):
     return df.select(*columns).drop(*ORDER)
 
 
-def load(spark, paths, table="pairs", split_bytes=DEFAULT_SPLIT, **options):
-    """A DataFrame of one table of a capture set (paths and globs), with a `capture` column."""
+def load(spark, paths, table="pairs", split_bytes=DEFAULT_SPLIT, timestamps="us", **options):
+    """A DataFrame of one table of a capture set (paths and globs), with a `capture` column;
+    timestamps="ns" gives the capture-time columns as int64 nanoseconds."""
     if table == "records":
         options.setdefault("records", "full")
-    return Dissected(spark, paths, split_bytes, **options).table(table)
+    return Dissected(spark, paths, split_bytes, **options).table(table, timestamps)

@@ -125,6 +125,29 @@ def pack(pieces, split_bytes):
     return groups
 
 
+def whole_and_split(pieces):
+    """Captures read whole by one task (one piece from the file's start), in order; and the
+    pieces of the captures split into byte ranges."""
+    whole = [c for c, p in pieces if p["stop"] < 0]
+    return whole, [(c, p) for c, p in pieces if p["stop"] >= 0]
+
+
+def pack_whole(captures, budget):
+    """Whole captures into tasks, largest first (the short tasks run last): one capture per
+    task, those smaller than `budget` packed together up to it."""
+    groups, small, size = [], [], 0
+    for n, capture in sorted(((_size(c), c) for c in captures), key=lambda x: -x[0]):
+        if n >= budget:
+            groups.append([capture])
+            continue
+        if small and size + n > budget:
+            groups.append(small)
+            small, size = [], 0
+        small.append(capture)
+        size += n
+    return groups + [small] if small else groups
+
+
 def _size(path):
     from ..capture.ranges import file_size
 

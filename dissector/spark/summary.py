@@ -7,7 +7,7 @@ from collections import Counter
 from ..tables.summary import Summary
 
 
-def _new_summary(options):
+def new_summary(options):
     return Summary(decompress=options.get("decompress", False) or options.get("records") == "full")
 
 
@@ -28,7 +28,7 @@ def summarise(streams, learned, options):
                     kafka[capture] += bool(item["kafka"])
                     continue
                 if capture not in summaries:
-                    summaries[capture] = _new_summary(options)
+                    summaries[capture] = new_summary(options)
                 summaries[capture].add(item)
         names = sorted(set(summaries) | set(connections))
         yield pa.RecordBatch.from_pydict(
@@ -45,7 +45,7 @@ def summarise(streams, learned, options):
 
 def merge(rows, files, packets, options):
     """[(capture, title, Summary)] in the order of `files`, from the tasks' rows."""
-    total = {c: _new_summary(options) for c in files}
+    total = {c: new_summary(options) for c in files}
     halves, kafka = Counter(), Counter()
     for r in rows:
         capture = r["capture"]

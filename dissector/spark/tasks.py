@@ -5,7 +5,10 @@ Everything here works on Arrow tables and plain values, so that it runs the same
 session, on a cluster and behind Spark Connect.
 """
 
+import json
 import pickle
+from itertools import groupby
+from operator import attrgetter
 
 import pyarrow as pa
 
@@ -13,8 +16,8 @@ from ..capture.packet import Packet
 from ..capture.ranges import Piece, range_packets, read_head, survey
 from ..flow import Dissector
 from ..options import Options
-from .connections import KeyDecoder, connection_key
-from .crossing import END, Clock, NumberingTracker, TaskDirectory
+from .connections import ConnectionKeys
+from .crossing import END, Clock, TaskDirectory
 
 # What the packet source yields: one row per TCP packet, with its shuffle key.
 PACKETS = pa.schema(
@@ -31,14 +34,14 @@ PACKETS = pa.schema(
 PACKET_BATCH = 8192
 
 # The key of the one row a piece adds after its packets: its last frame number, counted
-# into the capture's packet total (packets that are not TCP are not shuffled).
+# into the capture's packet total (packets that are not TCP are not shuffled), and its notes.
 LAST_FRAME_KEY = -1
 
 # What a group task yields: exchanges (pickled, with the moment each completed) and
 # accounting rows, and the facts that cross connections (see crossing.py): each connection's
 # first frame, each topic id learned, each broker endpoint proven Kafka and each lookup of an
-# endpoint not known then, with their moments; and each piece's last frame.
-EXCHANGE, STREAM_ROW, OPENED, LEARNED, LAST_FRAME, PROVEN, MISSED = range(7)
+# endpoint not known then, with their moments; and each piece's last frame and notes.
+EXCHANGE, STREAM_ROW, OPENED, LEARNED, LAST_FRAME, PROVEN, MISSED, PIECE_NOTES = range(8)
 DISSECTED = pa.schema(
     [
         ("capture", pa.string()),
@@ -72,13 +75,16 @@ def survey_batches(batches):
 
 
 def piece_packets(piece: Piece, capture: str):
-    """Record batches of PACKETS for one piece of a capture."""
-    decoder = KeyDecoder()
+    """Record batches of PACKETS for one piece of a capture. The last row (LAST_FRAME_KEY)
+    carries the piece's last frame, and as `data` its notes (JSON): packets read, packets of
+    link types the core does not read, and the reader's warnings."""
+    keys = ConnectionKeys()
     cols = ([], [], [], [], [], [])
     last = piece.frames
-    for p in range_packets(piece):
+    warnings, first_of_linktype = [], {}
+    for p in range_packets(piece, warnings, first_of_linktype):
         last = p.frame
-        key = connection_key(decoder, p)
+        key = keys.key(p)
         if key is None:
             continue
         for col, value in zip(cols, (key, *p), strict=True):
@@ -86,7 +92,18 @@ def piece_packets(piece: Piece, capture: str):
         if len(cols[0]) >= PACKET_BATCH:
             yield _packet_batch(capture, cols)
             cols = ([], [], [], [], [], [])
-    for col, value in zip(cols, (LAST_FRAME_KEY, last, 0, 0, b"", 0), strict=True):
+    unsupported = {
+        lt: [n, frame, first_of_linktype.get(lt, (frame, None))[1]]
+        for lt, (n, frame) in keys.net.unsupported.items()
+    }
+    notes = {
+        "first": piece.frames,
+        "packets": last - piece.frames,
+        "unsupported": unsupported,
+        "warnings": warnings,
+    }
+    notes = json.dumps(notes).encode()
+    for col, value in zip(cols, (LAST_FRAME_KEY, last, 0, 0, notes, 0), strict=True):
         col.append(value)
     yield _packet_batch(capture, cols)
 
@@ -98,16 +115,21 @@ def _packet_batch(capture, cols):
     return pa.RecordBatch.from_arrays(arrays, schema=PACKETS)
 
 
-class TaskDissector(Dissector):
-    """The core, fed one group's packets, keeping what crosses connections apart.
-    `seeds`: endpoint -> moment it was proven Kafka by other groups."""
+class TaskDissector:
+    """The core, fed one group's packets, keeping what crosses connections apart: the first
+    frame of each connection it opens, and the moment (see crossing.py) of each exchange it
+    returns and of each fact it learns or looks up. `seeds`: endpoint -> moment it was proven
+    Kafka by other groups."""
 
     def __init__(self, options, seeds=None):
-        super().__init__(options)
         self.clock = Clock()
-        self.tcp = NumberingTracker(broker_ports=self.ports)
+        self.first_frames = []  # by the core's connection id
         self.directory = TaskDirectory(self.clock, seeds or {})
+        self.core = Dissector(options, directory=self.directory, on_open=self._opened)
         self.moments = []  # completion moment of each exchange returned, in order
+
+    def _opened(self, conn):
+        self.first_frames.append(conn.first_frame)
 
     def _stamped(self, exchanges):
         now = self.clock.now
@@ -116,21 +138,15 @@ class TaskDissector(Dissector):
 
     def feed(self, packet):
         self.clock.frame, self.clock.sub = packet.frame, 0
-        return self._stamped(super().feed(packet))
+        return self._stamped(self.core.feed(packet))
 
     def finish(self):
-        """As the core's, with the moment of each connection's flush known."""
+        """As the core's, flushing connection by connection (in stream order, as the core
+        does), each at its own moment."""
         out = []
-        events = self.tcp.finish()
-        i = 0
-        while i < len(events):
-            conn = events[i].conn
-            j = i
-            while j < len(events) and events[j].conn is conn:
-                j += 1
+        for conn, events in groupby(self.core.tcp.finish(), key=attrgetter("conn")):
             self.clock.frame, self.clock.sub = END, conn.first_frame
-            out += self._stamped(self._events(events[i:j]))
-            i = j
+            out += self._stamped(self.core.events(list(events)))
         return out
 
 
@@ -161,6 +177,8 @@ def dissect_group(options, seeds=None):
 
         if key == LAST_FRAME_KEY:
             add(LAST_FRAME, moment=(max(table.column("frame").to_pylist()), None, None))
+            for notes in table.column("data").to_pylist():
+                add(PIECE_NOTES, notes)
             return pa.Table.from_pydict(rows, schema=DISSECTED)
         table = table.sort_by("frame")
         mine = {endpoint_of(t): tuple(m) for t, m in seeds.get(capture, {}).items()}
@@ -171,11 +189,11 @@ def dissect_group(options, seeds=None):
         for fields in zip(*cols, strict=True):
             exchanges += d.feed(new(Packet, fields))
         exchanges += d.finish()
-        first = d.tcp.first_frames
+        first = d.first_frames
         for e, moment in zip(exchanges, d.moments, strict=True):
             e.stream = first[e.stream]
             add(EXCHANGE, pickle.dumps(e, pickle.HIGHEST_PROTOCOL), moment)
-        for row in d.streams:
+        for row in d.core.streams:
             row = dict(row, stream=first[row["stream"]])
             add(STREAM_ROW, pickle.dumps(row, pickle.HIGHEST_PROTOCOL))
         for frame in first:

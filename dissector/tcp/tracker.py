@@ -16,6 +16,8 @@ class TcpTracker:
     """Follow every TCP connection of a capture, fed segments in capture order.
 
     feed() returns the events a segment causes: StreamData, StreamGap and StreamEnd.
+    `on_open`, if given, is called with each Connection as it opens (its id, endpoints and
+    first frame are set): a driver's way to follow connections without state of its own.
     """
 
     def __init__(
@@ -23,8 +25,10 @@ class TcpTracker:
         broker_ports=frozenset(),
         max_buffer=DEFAULT_MAX_BUFFER,
         max_closed=DEFAULT_MAX_CLOSED,
+        on_open=None,
     ):
         self.broker_ports = frozenset(broker_ports)
+        self.on_open = on_open
         self.max_buffer = max_buffer
         self.max_closed = max_closed
         self._halves = {}  # (src, sport, dst, dport) -> HalfStream of that sender
@@ -131,6 +135,8 @@ class TcpTracker:
         self._closed.pop(k0, None)
         self._closed.pop(k1, None)
         self._live[conn.id] = conn
+        if self.on_open is not None:
+            self.on_open(conn)
         return h0
 
     def _end(self, conn, frame, ts, reason, out):

@@ -1,0 +1,41 @@
+"""What reading a split capture noticed, brought from its pieces' tasks to the driver and said
+as `analyze` says it for the same file: the reader's warnings, and packets of link types the
+core does not read (a warning, or an error when no packet has a link type it reads)."""
+
+import json
+from collections import defaultdict
+
+from ..source import linktype_warning
+
+CLAMPED = "timestamp out of range"  # said once per file, at its first packet
+
+
+def piece_warnings(notes, files):
+    """[(capture, notes JSON of one piece)] -> warning lines, in the order of `files`.
+    Raises CaptureError for a capture none of whose packets has a link type the core reads."""
+    by_capture = defaultdict(list)
+    for capture, blob in notes:
+        by_capture[capture].append(json.loads(blob))
+    out = []
+    for capture in files:
+        pieces = sorted(by_capture.get(capture, ()), key=lambda n: n["first"])
+        clamped = False
+        for n in pieces:
+            for message in n["warnings"]:
+                if CLAMPED in message:
+                    if clamped:
+                        continue
+                    clamped = True
+                out.append(message)
+        unsupported, first = {}, {}
+        for n in pieces:
+            for lt, (count, frame, offset) in n["unsupported"].items():
+                lt = int(lt)
+                if lt not in unsupported:
+                    unsupported[lt] = [0, frame]
+                    first[lt] = (frame, offset)
+                unsupported[lt][0] += count
+        if unsupported:
+            packets = sum(n["packets"] for n in pieces)
+            out.append(linktype_warning(capture, unsupported, packets, first))
+    return out
