@@ -5,11 +5,12 @@
     pairs = spark.read.format("kafka_pcap").option("table", "pairs").load("captures/*.pcap")
 
 A capture read whole by one task (not split into byte ranges) is dissected in that task, with
-no shuffle (`kafka_pcap_whole`). For a capture split into ranges, reassembly needs every packet
-of a connection in one task, and a Python data source's reader cannot shuffle. So `register`
-registers both plain Python data sources and routes `load()` of the `kafka_pcap` format to the
-pipeline (`pipeline.load`): for split captures, packets (`kafka_pcap_packets`), a shuffle by
-connection, the core per group, then what crosses connections. Other formats load as before.
+no shuffle (`whole.py`, in `mapInArrow` tasks). For a capture split into ranges, reassembly
+needs every packet of a connection in one task, and a Python data source's reader cannot
+shuffle. So `register` registers a plain Python data source of packets
+(`kafka_pcap_packets`) and routes `load()` of the `kafka_pcap` format to the pipeline
+(`pipeline.load`): for split captures, packets, a shuffle by connection, the core per group,
+then what crosses connections. Other formats load as before.
 """
 
 FORMAT = "kafka_pcap"
@@ -26,11 +27,19 @@ def __getattr__(name):  # pyspark is imported only when Spark is used
 
 def register(spark):
     """Make `spark.read.format("kafka_pcap")` read captures in this session."""
-    from .source import PacketSource, WholeSource
+    register_sources(spark)
+    _route_loads(type(spark.read))
+
+
+def register_sources(spark):
+    """Register the packet data source, once per session: a registration is a round trip
+    through the JVM (0.4 s), a fixed cost better paid at start-up than by every load."""
+    if getattr(spark, "_kafka_pcap_sources", False):
+        return
+    from .source import PacketSource
 
     spark.dataSource.register(PacketSource)
-    spark.dataSource.register(WholeSource)
-    _route_loads(type(spark.read))
+    spark._kafka_pcap_sources = True
 
 
 def _route_loads(reader_class):

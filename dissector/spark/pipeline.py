@@ -19,8 +19,15 @@ import pyarrow as pa
 from ..tables.schema import SCHEMAS
 from .crossing import renumber, settle_topics, stale_groups
 from .notes import piece_warnings
-from .plan import LOCAL_SURVEY_BYTES, expand, plan_pieces, surveys_in_spark, whole_and_split
-from .source import NAME, WHOLE_NAME, _bytes
+from .plan import (
+    LOCAL_SURVEY_BYTES,
+    expand,
+    pack_whole,
+    plan_pieces,
+    surveys_in_spark,
+    whole_and_split,
+)
+from .source import MIN_TASK_BYTES, NAME, _bytes
 from .tasks import (
     DISSECTED,
     EXCHANGE,
@@ -34,6 +41,7 @@ from .tasks import (
     dissect_group,
 )
 from .types import for_spark, spark_schema, table_schema
+from .whole import NOTES, whole_tasks
 
 DEFAULT_SPLIT = "128m"
 MAX_ROUNDS = 5  # dissections of a group, at most (see crossing.stale_groups)
@@ -65,10 +73,9 @@ class Dissected:
     error with any table's action)."""
 
     def __init__(self, spark, paths, split_bytes=DEFAULT_SPLIT, local_survey_bytes=None, **options):
-        from .source import PacketSource, WholeSource
+        from . import register_sources
 
-        spark.dataSource.register(PacketSource)
-        spark.dataSource.register(WholeSource)
+        register_sources(spark)
         self.spark = spark
         self.files = expand(paths)
         split = _bytes(split_bytes)
@@ -134,15 +141,14 @@ class Dissected:
             warnings.warn(message, stacklevel=3)
 
     def _whole(self, table, timestamps="us"):
-        """The captures read whole, as `table` (or "notes"): no shuffle."""
-        return (
-            self.spark.read.format(WHOLE_NAME)
-            .option("captures", json.dumps(self.whole))
-            .option("table", table)
-            .option("timestamps", timestamps)
-            .option("dissect", json.dumps(self.options))
-            .load()
-        )
+        """The captures read whole, as `table` (or "notes"): no shuffle. A task per group of
+        captures (`pack_whole`), each task started by one row of a range: unlike a data
+        source, this needs no planning process on the driver (0.9 s a load)."""
+        groups = pack_whole(self.whole, MIN_TASK_BYTES)
+        schema = NOTES if table == "notes" else table_schema(table, timestamps)
+        tasks = self.spark.range(0, len(groups), 1, len(groups))
+        run = whole_tasks(groups, table, self.options, timestamps)
+        return tasks.mapInArrow(run, spark_schema(schema))
 
     def table(self, table="pairs", timestamps="us"):
         """A table of every capture, with `capture`. timestamps="ns": the capture-time

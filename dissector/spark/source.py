@@ -1,14 +1,10 @@
-"""The two Spark 4 Python data sources behind `kafka_pcap`.
+"""The Spark 4 Python data source behind `kafka_pcap` for split captures.
 
 `kafka_pcap_packets`: the TCP packets of captures split into byte ranges. Each input partition
 is a list of pieces (byte ranges of captures, planned by `plan.py`, small ones packed together
 up to about `split_bytes`); a task yields the packets of its pieces as Arrow record batches,
 with Wireshark's frame numbers and each packet's shuffle key. Without the `pieces` option it
 plans the paths itself, in the planning process.
-
-`kafka_pcap_whole`: the rows of one table of captures read whole (see whole.py), one capture
-per task (small ones packed together), largest first; with the table `notes`, one row of
-summary, counts and warnings per capture instead.
 """
 
 import json
@@ -18,7 +14,6 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from .tasks import PACKETS, piece_packets
 
 NAME = "kafka_pcap_packets"
-WHOLE_NAME = "kafka_pcap_whole"
 MIN_TASK_BYTES = 4 << 20
 
 
@@ -69,58 +64,6 @@ class PacketSource(DataSource):
 
     def reader(self, schema):
         return PacketReader(self.options)
-
-
-class CapturesPartition(InputPartition):
-    def __init__(self, captures):
-        super().__init__(captures)
-        self.captures = captures
-
-
-class WholeReader(DataSourceReader):
-    def __init__(self, options, schema):
-        self.options = options
-        self.schema = schema
-
-    def partitions(self):
-        from .plan import pack_whole
-
-        captures = json.loads(self.options["captures"])
-        return [CapturesPartition(group) for group in pack_whole(captures, MIN_TASK_BYTES)]
-
-    def read(self, partition):
-        from .types import table_schema
-        from .whole import notes_batches, table_batches
-
-        table = self.options.get("table", "pairs")
-        options = json.loads(self.options.get("dissect") or "{}")
-        for capture in partition.captures:
-            if table == "notes":
-                yield from notes_batches(capture, options)
-            else:
-                schema = table_schema(table, self.options.get("timestamps", "us"))
-                yield from table_batches(capture, table, options, schema)
-
-
-class WholeSource(DataSource):
-    """Options: `captures` (JSON list of files), `table` (a table, or "notes"), `dissect`
-    (JSON of the dissection options), `timestamps` ("us" or "ns", see types.py)."""
-
-    @classmethod
-    def name(cls):
-        return WHOLE_NAME
-
-    def schema(self):
-        from .types import spark_schema, table_schema
-        from .whole import NOTES
-
-        table = self.options.get("table", "pairs")
-        if table == "notes":
-            return spark_schema(NOTES)
-        return spark_schema(table_schema(table, self.options.get("timestamps", "us")))
-
-    def reader(self, schema):
-        return WholeReader(self.options, schema)
 
 
 UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}

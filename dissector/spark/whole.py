@@ -8,7 +8,7 @@ rows leave the task as Arrow batches of the table's Spark schema.
 
 A second kind of pass over the same captures (`notes_batches`) gives, per capture, what the
 command line prints besides the table: the `analyze` summary, the counts of its title, and
-the reader's warnings.
+the reader's warnings. `whole_tasks` runs either in Spark tasks, a group of captures a task.
 """
 
 import pickle
@@ -76,3 +76,22 @@ def notes_batches(capture, options):
         "warnings": [dissection.warnings],
     }
     yield pa.RecordBatch.from_pydict(row, schema=NOTES)
+
+
+def whole_tasks(groups, table, options, timestamps):
+    """The function of `mapInArrow` over task numbers: task i yields the rows of `table` (or
+    the NOTES rows) of every capture of groups[i]."""
+
+    def run(batches):
+        from .types import table_schema
+
+        schema = NOTES if table == "notes" else table_schema(table, timestamps)
+        for batch in batches:
+            for i in batch.column(0).to_pylist():
+                for capture in groups[i]:
+                    if table == "notes":
+                        yield from notes_batches(capture, options)
+                    else:
+                        yield from table_batches(capture, table, options, schema)
+
+    return run
