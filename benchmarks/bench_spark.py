@@ -7,11 +7,13 @@ local mode with 1 and 2 cores, each in a fresh process pinned to as many cores (
 unpinned, `local[1]` would run the JVM on one core and the Python worker on the other).
 Spark's fixed start-up (session, a first Python task, `register`) is timed apart from the
 run (planning, packets, shuffle, dissection, pairs table written to Spark's no-op sink).
-Reported: seconds, MB/s, scaling efficiency
-T1 / (2 * T2), shuffle bytes written (Spark's REST API), peak RSS of the JVM and of the
-Python processes (driver and workers), sampled from /proc every 0.1 s.
+Rounds of every mode in turn (`--repeat`, default 3), medians. Reported: seconds, MB/s,
+scaling efficiency T1 / (2 * T2) (the median over rounds, within a round), shuffle bytes
+written (Spark's REST API), peak RSS of the JVM and of the Python processes (driver and
+workers), sampled from /proc every 0.1 s.
 
     python benchmarks/bench_spark.py [--capture benchmarks/out/real.pcap] [--out FILE]
+                                     [--only one|set] [--repeat 3]
 """
 
 import argparse
@@ -22,6 +24,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from statistics import median
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -150,12 +153,16 @@ def capture_set(capture, n, directory):
     return sorted(str(p) for p in directory.glob("part*.pcap"))
 
 
+MODES = {"single": "one process", "1": "Spark, 1 core", "2": "Spark, 2 cores"}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--capture", default=str(HERE / "out" / "real.pcap"))
     ap.add_argument("--out", default=str(HERE / "out" / "spark.md"))
     ap.add_argument("--split", default="32m", help="byte ranges of the one big capture")
     ap.add_argument("--only", choices=("one", "set"), help="measure one input only")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds of every mode (medians)")
     ap.add_argument("--worker", nargs="*", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker is not None:  # a measured child: single|cores split paths...
@@ -172,7 +179,8 @@ def main():
         inputs = dict([list(inputs.items())[0 if args.only == "one" else 1]])
     lines = [
         f"Spark local mode against one process; {capture.name}, "
-        f"{capture.stat().st_size / 1e6:.0f} MB, {os.cpu_count()} cores",
+        f"{capture.stat().st_size / 1e6:.0f} MB, {os.cpu_count()} cores; "
+        f"medians of {args.repeat} rounds",
         "",
         "| input | run | start-up s | run s | MB/s | scaling T1/(2·T2) | shuffle MB "
         "| peak JVM MB | peak Python MB |",
@@ -181,27 +189,26 @@ def main():
     me = [sys.executable, __file__, "--worker"]
     for name, (split, paths) in inputs.items():
         size = sum(Path(p).stat().st_size for p in paths) / 1e6
-        results = {}
-        for mode in ("single", "1", "2"):
-            # Pinned, so that "1 core" is one core for the JVM and Python alike.
-            cpus = ["taskset", "-c", "0" if mode != "2" else "0,1"]
-            res, peaks = measured([*cpus, *me, mode, split, *paths])
-            results[mode] = (res, peaks)
-            print(name, mode, res, peaks, file=sys.stderr, flush=True)
-        t1, t2 = results["1"][0]["run_s"], results["2"][0]["run_s"]
-        for mode, label in (
-            ("single", "one process"),
-            ("1", "Spark, 1 core"),
-            ("2", "Spark, 2 cores"),
-        ):
-            res, peaks = results[mode]
-            scaling = f"{t1 / (2 * t2):.2f}" if mode == "2" else ""
+        runs = {mode: [] for mode in MODES}
+        for round_ in range(args.repeat):  # every mode once a round, so drift touches all
+            for mode in MODES:
+                # Pinned, so that "1 core" is one core for the JVM and Python alike.
+                cpus = ["taskset", "-c", "0" if mode != "2" else "0,1"]
+                res, peaks = measured([*cpus, *me, mode, split, *paths])
+                runs[mode].append((res, peaks))
+                print(name, round_ + 1, mode, res, peaks, file=sys.stderr, flush=True)
+        # Scaling: the median over rounds of T1 / (2 * T2) within a round.
+        pairs = zip(runs["1"], runs["2"], strict=True)
+        scaling = median(a["run_s"] / (2 * b["run_s"]) for (a, _), (b, _) in pairs)
+        for mode, label in MODES.items():
+            res = {k: median(r[k] for r, _ in runs[mode]) for k in runs[mode][0][0]}
+            peaks = {k: median(p[k] for _, p in runs[mode]) for k in ("java", "python")}
             shuffle = f"{res['shuffle_bytes'] / 1e6:.0f}" if "shuffle_bytes" in res else ""
             startup = f"{res['startup_s']:.1f}" if "startup_s" in res else ""
             lines.append(
                 f"| {name} | {label} | {startup} | {res['run_s']:.1f} | "
-                f"{size / res['run_s']:.1f} | {scaling} | {shuffle} | "
-                f"{peaks['java'] / 1e6:.0f} | {peaks['python'] / 1e6:.0f} |"
+                f"{size / res['run_s']:.1f} | {f'{scaling:.2f}' if mode == '2' else ''} | "
+                f"{shuffle} | {peaks['java'] / 1e6:.0f} | {peaks['python'] / 1e6:.0f} |"
             )
     text = "\n".join(lines)
     print(text)
