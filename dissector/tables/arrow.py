@@ -1,7 +1,7 @@
 """Exchanges into Arrow record batches of the declared schemas, and those into pandas.
 
-Tables are built column by column, a batch of exchanges at a time, as exchanges complete: a
-file, a Spark task or a live view never needs the whole table.
+Each exchange becomes its row as it completes, and a batch of rows becomes Arrow columns: a
+file, a Spark task or a live view never needs the whole table, nor a batch of exchanges.
 """
 
 import pyarrow as pa
@@ -9,6 +9,7 @@ import pyarrow as pa
 from .schema import RECORD_TIME, SCHEMAS
 
 BATCH_ROWS = 4096  # exchanges per batch: large enough for Arrow, small enough to stream
+BATCH_TEXT = 64 << 20  # bytes of body text per batch: a batch of large bodies is cut early
 
 
 def parse_bodies(pairs):
@@ -21,14 +22,8 @@ def parse_bodies(pairs):
     )
 
 
-BATCH_TEXT = 64 << 20  # bytes of body text per batch: a batch of large bodies is cut early
-
-
 def arrow_batches(items, table="pairs", batch_rows=BATCH_ROWS):
-    """Record batches of `table` from exchanges (or, for "streams", the accounting rows).
-
-    Each exchange becomes its row as it comes and is let go: a batch holds rows, never the
-    exchanges' frames or decoded bodies."""
+    """Record batches of `table` from exchanges (or, for "streams", the accounting rows)."""
     schema = SCHEMAS[table]
     if table == "pairs":
         yield from _pairs_batches(items, schema, batch_rows)
