@@ -7,9 +7,9 @@ import traceback
 import warnings
 
 from . import source
+from .arguments import add_dissection_arguments, dissection_options
 from .errors import DissectorError
 from .live import cli as live_cli
-from .options import DEFAULT_MAX_FRAME, RECORD_MODES, Options
 from .spark import cli as spark_cli
 from .tables import FORMATS, TABLES
 from .tables.summary import Summary, capture_notes
@@ -22,13 +22,6 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", required=True)
     analyze = sub.add_parser("analyze", help="decode capture files and summarise the traffic")
     analyze.add_argument("captures", nargs="+", help="pcap or pcapng files (optionally .gz)")
-    analyze.add_argument(
-        "--port",
-        type=int,
-        action="append",
-        default=[],
-        help="broker port (repeatable); default: find Kafka on any port",
-    )
     analyze.add_argument("-o", "--output", help=f"write the table to a file ({', '.join(FORMATS)})")
     analyze.add_argument(
         "--table",
@@ -36,47 +29,7 @@ def build_parser():
         default="pairs",
         help="which table -o writes (default %(default)s)",
     )
-    analyze.add_argument(
-        "--records",
-        choices=RECORD_MODES,
-        default="batches",
-        help="how far record sets are decoded: every record, batch headers and sizes, or "
-        "sizes only (default %(default)s; --table records implies full)",
-    )
-    analyze.add_argument(
-        "--decompress",
-        action="store_true",
-        help="decompress every compressed batch, to report uncompressed sizes and ratios "
-        "(implied by --records full)",
-    )
-    analyze.add_argument(
-        "--max-decompressed",
-        type=int,
-        default=Options.max_decompressed,
-        help="bytes one record batch may decompress to (default %(default)s)",
-    )
-    analyze.add_argument(
-        "--max-ratio",
-        type=int,
-        default=Options.max_ratio,
-        help="decompression ratio beyond which a batch is reported as a bomb (default %(default)s)",
-    )
-    analyze.add_argument(
-        "--max-frame",
-        type=int,
-        default=DEFAULT_MAX_FRAME,
-        help="largest Kafka frame accepted, in bytes (default %(default)s)",
-    )
-    analyze.add_argument(
-        "--protocol",
-        choices=["0.7", "0.8+"],
-        help="protocol generation of every connection (default: decided per connection)",
-    )
-    analyze.add_argument(
-        "--show-secrets",
-        action="store_true",
-        help="show SASL passwords, proofs and tokens instead of redacting them",
-    )
+    add_dissection_arguments(analyze)
     progress = analyze.add_mutually_exclusive_group()
     progress.add_argument(
         "--progress", action="store_true", default=None, help="always show progress"
@@ -130,18 +83,8 @@ def analyze(args):
         writer = TableWriter(args.output, table, capture=len(args.captures) > 1)
     try:
         for path in args.captures:
-            dissection = source.dissect(
-                path,
-                args.port,
-                progress=args.progress,
-                max_frame=args.max_frame,
-                protocol=args.protocol,
-                show_secrets=args.show_secrets,
-                records=records,
-                decompress=args.decompress,
-                max_decompressed=args.max_decompressed,
-                max_ratio=args.max_ratio,
-            )
+            options = dissection_options(args, records)
+            dissection = source.dissect(path, args.port, progress=args.progress, **options)
             summary = Summary(decompress=args.decompress or records == "full")
             exchanges = _summarised(checked(dissection, args.debug), summary)
             if writer is None or table == "streams":

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from tools.spark_cluster import free_port, spark_home  # noqa: E402
+from tools.spark_cluster import free_port, spark_home, stop_process  # noqa: E402
 
 
 @pytest.fixture
@@ -59,12 +59,7 @@ def connect_server(tmp_path):
                 time.sleep(0.5)
         yield f"sc://127.0.0.1:{port}"
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_process(server, grace=30)
         log.close()
 
 

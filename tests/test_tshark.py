@@ -9,7 +9,6 @@ manifest of what it sent is the oracle here.
 
 import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import synth
@@ -17,14 +16,7 @@ import tshark_oracle
 
 import dissector
 
-CAPTURES = Path(__file__).resolve().parent.parent / "captures"
-# Captures recorded from a broker; the 0.7 ones are built from the seed documents and have
-# their own tests (tshark reads 0.7 requests as if they were 0.8 ones).
-SAMPLES = sorted(
-    p
-    for p in CAPTURES.glob("*.pcap")
-    if p.with_suffix(".expected.json").exists() and not p.name.startswith("legacy-")
-)
+CAPTURES, SAMPLES = tshark_oracle.CAPTURES, tshark_oracle.SAMPLES
 
 pytestmark = [
     pytest.mark.tshark,
@@ -32,14 +24,10 @@ pytestmark = [
 ]
 
 
-def manifest(path):
-    return json.loads(path.with_suffix(".expected.json").read_text())
-
-
 @pytest.fixture(scope="module", params=SAMPLES, ids=[p.stem for p in SAMPLES])
 def sample(request):
     path = request.param
-    m = manifest(path)
+    m = tshark_oracle.manifest(path)
     exchanges = list(dissector.dissect(path))
     pdus = tshark_oracle.kafka_pdus(path, m["broker_port"])
     return path, m, exchanges, pdus

@@ -10,12 +10,10 @@ script sent; any other disagreement fails.
 
 import functools
 import itertools
-import json
 import re
 import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -27,21 +25,12 @@ import tshark_versions
 
 import dissector
 
-CAPTURES = Path(__file__).resolve().parent.parent / "captures"
-SAMPLES = sorted(
-    p
-    for p in CAPTURES.glob("*.pcap")
-    if p.with_suffix(".expected.json").exists() and not p.name.startswith("legacy-")
-)
+SAMPLES = tshark_oracle.SAMPLES
 
 pytestmark = [
     pytest.mark.tshark,
     pytest.mark.skipif(not tshark_oracle.available(), reason="tshark is not installed"),
 ]
-
-
-def manifest(path):
-    return json.loads(path.with_suffix(".expected.json").read_text())
 
 
 def release():
@@ -73,7 +62,7 @@ class Report:
 
 @functools.cache
 def report(path):
-    port = manifest(path)["broker_port"]
+    port = tshark_oracle.manifest(path)["broker_port"]
     version = release()
     exchanges = list(dissector.dissect(path, records="full"))
     by_request = {(e.request_frame, e.correlation_id): e for e in exchanges}
@@ -155,7 +144,7 @@ def test_the_recorded_table_is_the_one_tshark_prints():
     table = tshark_versions.SUPPORTED[release()]
     seen = 0
     for path in SAMPLES:
-        for pdu in tshark_oracle.kafka_pdus(path, manifest(path)["broker_port"]):
+        for pdu in tshark_oracle.kafka_pdus(path, tshark_oracle.manifest(path)["broker_port"]):
             entries = {f.pos: int(f.show) for f in pdu.fields.get("kafka.api_versions.api_key", ())}
             notes = zip(
                 pdu.fields.get("_ws.expert", ()),
@@ -197,9 +186,9 @@ def test_known_tshark_errors_are_proven_and_ours_match_what_was_sent():
     classes = {k.name for k in tshark_known.KNOWN} | set(tshark_known.MISDISPLAYED.values())
     assert found == classes, "a known error no capture shows"
     for path, (_, value) in shown:  # a batch's first or max timestamp: one of the records'
-        assert value in {p["timestamp_ms"] for p in manifest(path)["produce"]}
+        assert value in {p["timestamp_ms"] for p in tshark_oracle.manifest(path)["produce"]}
     for path, (name, e, side, _frame) in cases:
-        m = manifest(path)
+        m = tshark_oracle.manifest(path)
         body = e.request if side == "request" else e.response
         if name == "int16-length group protocol bytes":
             group = m.get("consumer_group") or {}

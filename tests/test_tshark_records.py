@@ -4,7 +4,6 @@ test_tshark_bodies.py compares every value tshark shows; this file states the re
 facts plainly: CRCs, codecs, offsets, timestamps, producer ids, keys and values.
 """
 
-import json
 from pathlib import Path
 
 import pytest
@@ -72,7 +71,7 @@ def test_magic_0_message_set_tshark_4_gets_wrong():
     """kcat falls back to Produce v1 with a magic 0 message set. tshark 4.0 stops at the first
     message's key and reports the packet malformed; the records are all there."""
     path = CAPTURES / "kcat.pcap"
-    manifest = json.loads(path.with_suffix(".expected.json").read_text())
+    manifest = tshark_oracle.manifest(path)
     produce = [e for e in dissector.dissect(path, records="full") if e.api_name == "Produce"]
     (e,) = produce
     theirs = [t for t in tshark_oracle.record_fields(path, 9092) if t.frame == e.request_frame]

@@ -7,12 +7,29 @@ wrong. A capture is parsed once per test session (pyshark costs milliseconds a p
 """
 
 import functools
+import json
 import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pyshark.tshark.output_parser.tshark_xml import packet_from_xml_packet
+
+CAPTURES = Path(__file__).resolve().parent.parent / "captures"
+# The captures recorded from a broker, compared with tshark; the 0.7 ones are built from the
+# seed documents and have their own tests (tshark reads 0.7 requests as if they were 0.8 ones).
+SAMPLES = sorted(
+    p
+    for p in CAPTURES.glob("*.pcap")
+    if p.with_suffix(".expected.json").exists() and not p.name.startswith("legacy-")
+)
+
+
+def manifest(path):
+    """What the recording scenario of a sample capture knows it sent."""
+    return json.loads(path.with_suffix(".expected.json").read_text())
+
 
 # Fields of the header and the ones tshark computes (request/response matching, expert info):
 # not values read from the body.

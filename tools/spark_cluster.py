@@ -9,7 +9,6 @@ Both daemons run in the foreground as children of this process and are stopped b
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,6 +17,9 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script
+    sys.path.insert(0, str(ROOT))
+from tools.broker import free_port  # noqa: E402
 
 
 def spark_home():
@@ -26,10 +28,16 @@ def spark_home():
     return Path(_find_spark_home())
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def stop_process(proc, grace=20):
+    """End a daemon started by this module or a test: SIGTERM, then SIGKILL after `grace`
+    seconds."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def package_zip(directory):
@@ -124,13 +132,7 @@ class StandaloneCluster:
 
     def stop(self):
         for proc, log in reversed(self.procs):
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            stop_process(proc)
             log.close()
         self.procs = []
 

@@ -7,8 +7,8 @@ import sys
 import time
 import traceback
 
+from ..arguments import add_dissection_arguments, dissection_options
 from ..errors import DissectorError
-from ..options import DEFAULT_MAX_FRAME, RECORD_MODES
 from ..tables import FORMATS, TABLES
 from ..tables.summary import Summary
 from . import sniff
@@ -28,7 +28,6 @@ def add_parser(subparsers):
     where.add_argument(
         "-r", "--read", metavar="FILE", help="read a pcap/pcapng stream instead; - for stdin"
     )
-    p.add_argument("--port", type=int, action="append", default=[], help="broker port (repeatable)")
     p.add_argument("--filter", dest="bpf", help="a further capture filter (BPF syntax)")
     p.add_argument("--duration", type=float, help="seconds to run (default: until Ctrl-C)")
     p.add_argument("-o", "--output", help=f"write the table as it grows ({', '.join(FORMATS)})")
@@ -85,10 +84,7 @@ def add_parser(subparsers):
         default=10.0,
         help="seconds between figure lines on stderr when stdout is not a terminal",
     )
-    p.add_argument("--records", choices=RECORD_MODES, default="batches")
-    p.add_argument("--protocol", choices=["0.7", "0.8+"])
-    p.add_argument("--max-frame", type=int, default=DEFAULT_MAX_FRAME)
-    p.add_argument("--show-secrets", action="store_true")
+    add_dissection_arguments(p)
     p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     return p
 
@@ -107,6 +103,7 @@ def run(args):
             rotate_bytes=int(args.rotate_mb * 1e6) if args.rotate_mb else None,
             rotate_seconds=args.rotate_seconds,
         )
+    records = "full" if args.output and args.table == "records" else args.records
     live = sniff(
         args.interface,
         args.port,
@@ -117,16 +114,13 @@ def run(args):
         snaplen=args.snaplen,
         idle=args.idle,
         unanswered=args.unanswered,
-        protocol=args.protocol,
         immediate=args.immediate,
-        max_frame=args.max_frame,
-        show_secrets=args.show_secrets,
-        records="full" if args.output and args.table == "records" else args.records,
+        **dissection_options(args, records),
         ring=PcapRing(args.ring, args.ring_files, int(args.ring_mb * 1e6)) if args.ring else None,
     )
     if writer is not None and args.table == "streams":
         live.on_streams = writer.add
-    summary = Summary()
+    summary = Summary(decompress=args.decompress or records == "full")
     tty = sys.stdout.isatty()
     print(f"kafka-dissect: {_started(live.capture)}", file=sys.stderr, flush=True)
     try:

@@ -4,8 +4,8 @@ capture, with the `analyze` summary of each capture."""
 import sys
 import warnings
 
+from ..arguments import add_dissection_arguments, dissection_options
 from ..errors import DissectorError
-from ..options import DEFAULT_MAX_FRAME, RECORD_MODES, Options
 from ..tables import TABLES
 
 
@@ -30,14 +30,7 @@ def add_parser(subparsers):
         default="us",
         help="us: Spark timestamps (microseconds); ns: int64 nanoseconds since the epoch, exact",
     )
-    p.add_argument("--port", type=int, action="append", default=[], help="broker port")
-    p.add_argument("--protocol", choices=("0.7", "0.8+"), default=None)
-    p.add_argument("--records", choices=RECORD_MODES, default="batches")
-    p.add_argument("--decompress", action="store_true")
-    p.add_argument("--max-decompressed", type=int, default=Options.max_decompressed)
-    p.add_argument("--max-ratio", type=int, default=Options.max_ratio)
-    p.add_argument("--max-frame", type=int, default=DEFAULT_MAX_FRAME)
-    p.add_argument("--show-secrets", action="store_true")
+    add_dissection_arguments(p)
     return p
 
 
@@ -98,13 +91,7 @@ def _run(args, spark):
         args.captures,
         args.split_bytes,
         ports=args.port,
-        protocol=args.protocol,
-        records=records,
-        decompress=args.decompress,
-        max_decompressed=args.max_decompressed,
-        max_ratio=args.max_ratio,
-        max_frame=args.max_frame,
-        show_secrets=args.show_secrets,
+        **dissection_options(args, records),
     )
     try:
         table = dissected.table(args.table, args.timestamps)

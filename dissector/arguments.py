@@ -1,0 +1,69 @@
+"""The command-line options of a dissection, one set for `analyze`, `live` and `spark`."""
+
+from .options import DEFAULT_MAX_FRAME, RECORD_MODES, Options
+
+
+def add_dissection_arguments(p):
+    """--port and the Options fields, on the parser of one command."""
+    p.add_argument(
+        "--port",
+        type=int,
+        action="append",
+        default=[],
+        help="broker port (repeatable); default: find Kafka on any port",
+    )
+    p.add_argument(
+        "--records",
+        choices=RECORD_MODES,
+        default="batches",
+        help="how far record sets are decoded: every record, batch headers and sizes, or "
+        "sizes only (default %(default)s; --table records implies full)",
+    )
+    p.add_argument(
+        "--decompress",
+        action="store_true",
+        help="decompress every compressed batch, to report uncompressed sizes and ratios "
+        "(implied by --records full)",
+    )
+    p.add_argument(
+        "--max-decompressed",
+        type=int,
+        default=Options.max_decompressed,
+        help="bytes one record batch may decompress to (default %(default)s)",
+    )
+    p.add_argument(
+        "--max-ratio",
+        type=int,
+        default=Options.max_ratio,
+        help="decompression ratio beyond which a batch is reported as a bomb (default %(default)s)",
+    )
+    p.add_argument(
+        "--max-frame",
+        type=int,
+        default=DEFAULT_MAX_FRAME,
+        help="largest Kafka frame accepted, in bytes (default %(default)s)",
+    )
+    p.add_argument(
+        "--protocol",
+        choices=["0.7", "0.8+"],
+        help="protocol generation of every connection (default: decided per connection)",
+    )
+    p.add_argument(
+        "--show-secrets",
+        action="store_true",
+        help="show SASL passwords, proofs and tokens instead of redacting them",
+    )
+
+
+def dissection_options(args, records):
+    """The Options fields the arguments give (ports apart), with `records` as the command
+    decided it from --records and --table."""
+    return {
+        "protocol": args.protocol,
+        "max_frame": args.max_frame,
+        "show_secrets": args.show_secrets,
+        "records": records,
+        "decompress": args.decompress,
+        "max_decompressed": args.max_decompressed,
+        "max_ratio": args.max_ratio,
+    }
