@@ -356,6 +356,26 @@ class Manifest:
             }
         )
 
+    def consumed_message(self, msg: Any) -> None:
+        """A record as kafka-python and aiokafka give it (attributes)."""
+        headers = list(msg.headers or [])
+        self.consumed(
+            msg.topic, msg.partition, msg.offset, msg.key, msg.value, headers, msg.timestamp
+        )
+
+    def consumed_confluent(self, msg: Any) -> None:
+        """A record as confluent-kafka gives it (methods), its timestamp when it has one."""
+        ts_type, ts = msg.timestamp()
+        self.consumed(
+            msg.topic(),
+            msg.partition(),
+            msg.offset(),
+            msg.key(),
+            msg.value(),
+            msg.headers(),
+            ts if ts_type else None,
+        )
+
     def write(self, path: Path) -> None:
         self.data["consumed"].sort(key=lambda r: (r["topic"], r["partition"], r["offset"]))
         path.write_text(json.dumps(self.data, indent=2, sort_keys=False) + "\n")
@@ -503,15 +523,7 @@ def scenario_kafka_python(broker: Tansu, m: Manifest) -> None:
                 for _tp, msgs in consumer.poll(timeout_ms=500).items():
                     for msg in msgs:
                         got.append(_record_key(msg.topic, msg.key, msg.value))
-                        m.consumed(
-                            msg.topic,
-                            msg.partition,
-                            msg.offset,
-                            msg.key,
-                            msg.value,
-                            msg.headers,
-                            msg.timestamp,
-                        )
+                        m.consumed_message(msg)
             consumer.commit()
             assignment = sorted(consumer.assignment())
             committed = {f"{tp.topic}/{tp.partition}": consumer.committed(tp) for tp in assignment}
@@ -678,16 +690,7 @@ def scenario_confluent(broker: Tansu, m: Manifest) -> None:
                 if msg is None or msg.error():
                     continue
                 got.append(_record_key(msg.topic(), msg.key(), msg.value()))
-                ts_type, ts = msg.timestamp()
-                m.consumed(
-                    msg.topic(),
-                    msg.partition(),
-                    msg.offset(),
-                    msg.key(),
-                    msg.value(),
-                    msg.headers(),
-                    ts if ts_type else None,
-                )
+                m.consumed_confluent(msg)
             try:
                 consumer.commit(asynchronous=False)
             except KafkaException as exc:
@@ -856,15 +859,7 @@ async def _aiokafka(broker: Tansu, m: Manifest) -> None:
                 for _tp, msgs in batch.items():
                     for msg in msgs:
                         got.append(_record_key(msg.topic, msg.key, msg.value))
-                        m.consumed(
-                            msg.topic,
-                            msg.partition,
-                            msg.offset,
-                            msg.key,
-                            msg.value,
-                            list(msg.headers),
-                            msg.timestamp,
-                        )
+                        m.consumed_message(msg)
             await consumer.commit()
             assignment = sorted(consumer.assignment())
             committed = {
@@ -1192,16 +1187,7 @@ def scenario_compression(broker: Tansu, m: Manifest) -> None:
             if msg is None or msg.error():
                 continue
             got.append(_record_key(msg.topic(), msg.key(), msg.value()))
-            ts_type, ts = msg.timestamp()
-            m.consumed(
-                msg.topic(),
-                msg.partition(),
-                msg.offset(),
-                msg.key(),
-                msg.value(),
-                msg.headers(),
-                ts if ts_type else None,
-            )
+            m.consumed_confluent(msg)
     finally:
         consumer.close()
     m.expect("ListOffsets", "Fetch")
@@ -1375,15 +1361,7 @@ def scenario_group_rebalance(broker: Tansu, m: Manifest) -> None:
                     for msgs in batch.values():
                         for msg in msgs:
                             with lock:
-                                m.consumed(
-                                    msg.topic,
-                                    msg.partition,
-                                    msg.offset,
-                                    msg.key,
-                                    msg.value,
-                                    msg.headers,
-                                    msg.timestamp,
-                                )
+                                m.consumed_message(msg)
                     if batch:
                         consumer.commit()
                         time.sleep(GROUP_PROCESS_S)
@@ -1569,15 +1547,7 @@ def scenario_transactions(broker: Tansu, m: Manifest) -> None:
                     continue
                 quiet = time.monotonic() + 3.0
                 if isolation == "read_committed":
-                    m.consumed(
-                        msg.topic(),
-                        msg.partition(),
-                        msg.offset(),
-                        msg.key(),
-                        msg.value(),
-                        msg.headers(),
-                        msg.timestamp()[1],
-                    )
+                    m.consumed_confluent(msg)
                 got.append(
                     {
                         "topic": msg.topic(),
