@@ -14,6 +14,9 @@ CHUNK = 1024 * 1024
 MAX_READ = 16 * CHUNK  # largest single read, whatever a record claims
 GZIP_MAGIC = b"\x1f\x8b"
 
+# Said once per file, at its first such packet (a file read in pieces says it once too).
+CLAMPED = "timestamp out of range"
+
 
 class Source:
     """Chunked reads from the (possibly decompressed) stream, shared by the format parsers.
@@ -98,7 +101,7 @@ class Source:
             self._clamped = True
             frame, offset = frame + self.frame_base, offset + self.offset_base
             self.warnings.append(
-                f"{self.path}: frame {frame}, offset {offset}: timestamp out of range "
+                f"{self.path}: frame {frame}, offset {offset}: {CLAMPED} "
                 "(before 1677 or after 2262), clamped"
             )
         return TS_MAX if ts > TS_MAX else TS_MIN

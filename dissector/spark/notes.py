@@ -5,9 +5,8 @@ core does not read (a warning, or an error when no packet has a link type it rea
 import json
 from collections import defaultdict
 
+from ..capture.reader import CLAMPED
 from ..source import linktype_warning
-
-CLAMPED = "timestamp out of range"  # said once per file, at its first packet
 
 
 def piece_warnings(notes, files):
