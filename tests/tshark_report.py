@@ -31,8 +31,8 @@ COLUMNS = (
 
 def rows():
     total = Counter()
-    for path in test_tshark_bodies.SAMPLES:
-        port = test_tshark_bodies.manifest(path)["broker_port"]
+    for path in tshark_oracle.SAMPLES:
+        port = tshark_oracle.manifest(path)["broker_port"]
         pdus = tshark_oracle.kafka_pdus(path, port)
         headers = test_tshark.agreement(list(dissector.dissect(path)), pdus, port)
         r = test_tshark_bodies.report(path)
