@@ -122,9 +122,10 @@ class Command:
 
 
 def commands(capture: Capture, tmp: Path) -> list[Command]:
-    cli = [shutil.which("kafka-dissect") or "kafka-dissect"]
-    if not shutil.which("kafka-dissect"):
-        cli = [PY, "-m", "dissector"]
+    # The script pip installed beside this interpreter: a shim on PATH (pyenv's adds 0.1 s of
+    # shell per run) would be timed with the command.
+    script = Path(PY).parent / "kafka-dissect"
+    cli = [str(script)] if script.exists() else [PY, "-m", "dissector"]
     path = str(capture.path)
     fields = [arg for f in TSHARK_FIELDS for arg in ("-e", f)]
     tshark = ["tshark", "-r", path, "-d", f"tcp.port=={capture.port},kafka", "-T", "fields"]

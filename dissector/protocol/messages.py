@@ -8,7 +8,7 @@ from ..errors import DecodeError
 from . import schema
 from .apikeys import API_VERSIONS, CONTROLLED_SHUTDOWN
 from .codegen import Context, compile_decoder, returning_dict
-from .primitives import i16, i32, string
+from .primitives import i16, i32, string, utf8
 
 
 @cache
@@ -58,6 +58,10 @@ def response_header_version(api_key, version):
 # that are no request: Kafka's keys and versions are small numbers.
 PLAUSIBLE = 255
 _HEADER_CONTEXT = Context()  # headers carry nothing a context notes: one serves them all
+_new = tuple.__new__
+# The fields every request header starts with (v1 and v2): key, version, correlation id and
+# the client id's length.
+_HEADER_START = struct.Struct(">hhih").unpack_from
 
 
 class RequestHeader(NamedTuple):
@@ -74,8 +78,20 @@ def decode_request_header(buf):
     in every header version, so a header whose version the schema cannot tell (an unknown
     API key or version, sent with another header version than guessed) still gives them,
     and its client id when one parses there."""
-    if len(buf) < 8:
-        raise DecodeError(f"request of {len(buf)} bytes is shorter than a header", 0)
+    size = len(buf)
+    if size < 8:
+        raise DecodeError(f"request of {size} bytes is shorter than a header", 0)
+    if size >= 10:
+        # Nearly every header, read at once: v1, or v2 with no tagged field (its count, a
+        # zero byte, ends it), with the client id the schema puts after the fixed fields (a
+        # nullable int16-length string in both). Anything else takes the generated decoder.
+        api_key, version, correlation_id, n = _HEADER_START(buf, 0)
+        end = 10 + n if n > 0 else 10
+        hv = request_header_version(api_key, version)
+        if hv == 1 and end <= size or hv == 2 and end < size and buf[end] == 0:
+            client_id = utf8(buf[10:end]) if n >= 0 else None
+            fields = (api_key, version, correlation_id, client_id, None, end + hv - 1)
+            return _new(RequestHeader, fields)  # without the Python-level __new__
     api_key, version = i16(buf, 0)[0], i16(buf, 2)[0]
     hv = request_header_version(api_key, version)
     try:
@@ -86,9 +102,8 @@ def decode_request_header(buf):
         ):
             raise DecodeError("request header runs past the end of the frame", len(buf)) from None
         return _bare_header(buf, api_key, version)
-    return RequestHeader(
-        api_key, version, d["CorrelationId"], d.get("ClientId"), d.get("_unknown_tags"), end
-    )
+    fields = (api_key, version, d["CorrelationId"], d.get("ClientId"), d.get("_unknown_tags"), end)
+    return _new(RequestHeader, fields)  # without the Python-level __new__: once per request
 
 
 def _bare_header(buf, api_key, version):

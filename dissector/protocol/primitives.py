@@ -66,7 +66,8 @@ def _take(buf, pos, n, what):
     return end
 
 
-def _text(raw):
+def utf8(raw):
+    """Text of a string's bytes; bytes that are not UTF-8 become U+FFFD."""
     return bytes(raw).decode("utf-8", "replace")
 
 
@@ -76,7 +77,7 @@ def string(buf, pos):
     if n < 0:
         return None, pos
     end = _take(buf, pos, n, "string")
-    return _text(buf[pos:end]), end
+    return utf8(buf[pos:end]), end
 
 
 def compact_string(buf, pos):
@@ -85,7 +86,7 @@ def compact_string(buf, pos):
     if n == 0:
         return None, pos
     end = _take(buf, pos, n - 1, "string")
-    return _text(buf[pos:end]), end
+    return utf8(buf[pos:end]), end
 
 
 def bytes_(buf, pos):

@@ -93,6 +93,14 @@ class Exchange:
                 values["_" + side] = values.pop(side)
         self.__dict__.update(values)
 
+    @classmethod
+    def of(cls, columns):
+        """An exchange that takes `columns` as its attributes, bodies under "_request" and
+        "_response": the dict is its own, not copied."""
+        exchange = cls.__new__(cls)
+        exchange.__dict__ = columns
+        return exchange
+
     request = _Body()
     response = _Body()
 

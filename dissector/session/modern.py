@@ -182,7 +182,10 @@ class ModernSession:
                 return [self._unanswerable(self.silent.popleft())]
             return []
         self.sent.append(req)
-        self.pending.setdefault(req.correlation_id, deque()).append(req)
+        waiting = self.pending.get(req.correlation_id)
+        if waiting is None:
+            self.pending[req.correlation_id] = waiting = deque()
+        waiting.append(req)
         return []
 
     def _decode(self, key, kind, version, frame, pos):

@@ -74,9 +74,14 @@ class Request(Side):
         api_version=None,
         correlation_id=None,
         client_id=None,
-        **side,
+        body=None,
+        topics=(),
+        reason=None,
+        names=None,
+        sets=None,
     ):
-        super().__init__(frame, **side)
+        # Side's fields by position: one request per exchange makes keyword passing count.
+        Side.__init__(self, frame, body, topics, 0, None, reason, names, sets)
         self.api_key = api_key
         self.api_name = api_name
         self.api_version = api_version
@@ -117,6 +122,16 @@ def endpoint(addr):
     return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
+# Every attribute build() may set, at the value an exchange has when it is not set.
+_UNSET = {
+    **{name: None for name in ex.COLUMNS if name not in ("request", "response")},
+    "_request": None,
+    "_response": None,
+    "record_sets": Exchange.record_sets,
+    "topic_names": Exchange.topic_names,
+}
+
+
 def build(
     conn,
     protocol,
@@ -131,69 +146,75 @@ def build(
     """One row; status is derived (malformed / error / ok) unless given. queue_ns: how long
     the request waited behind the previous response on its connection."""
     client_side = conn.client_side if conn.client_side is not None else 0
-    row = Exchange(
-        stream=conn.id,
-        client=endpoint(conn.endpoints[client_side]),
-        broker=endpoint(conn.endpoints[1 - client_side]),
-        protocol=protocol,
-        correlation_id=correlation_id,
-    )
+    # The columns go into a copy of a dict that holds them all, which becomes the exchange's
+    # own: with an exchange per request, building one attribute by attribute (or growing a
+    # dict key by key) was the costliest step of the session.
+    row = _UNSET.copy()
+    row["stream"] = conn.id
+    row["client"] = endpoint(conn.endpoints[client_side])
+    row["broker"] = endpoint(conn.endpoints[1 - client_side])
+    row["protocol"] = protocol
+    row["correlation_id"] = correlation_id
     reasons = []  # why the exchange is malformed
     notes = []  # what the capture cut
     names = None
     if req is not None:
         f = req.frame
-        row.api_key, row.api_name, row.api_version = req.api_key, req.api_name, req.api_version
-        row.correlation_id, row.client_id = req.correlation_id, req.client_id
-        row.request_frame, row.request_start, row.request_end = f.last_frame, f.first_ts, f.last_ts
-        row.request_bytes = wire_size(f)
-        row._request = req.body
+        row["api_key"] = req.api_key
+        row["api_name"] = req.api_name
+        row["api_version"] = req.api_version
+        row["correlation_id"] = req.correlation_id
+        row["client_id"] = req.client_id
+        row["request_frame"] = f.last_frame
+        row["request_start"] = f.first_ts
+        row["request_end"] = f.last_ts
+        row["request_bytes"] = wire_size(f)
+        row["_request"] = req.body
         topics = req.topics
         names = req.names
         if req.sets:
-            row.record_sets = ("request", f.data, req.sets)
+            row["record_sets"] = ("request", f.data, req.sets)
         if req.reason:
             (notes if req.cut else reasons).append(req.reason)
     else:
         topics = ()
+    error_code = None
     if resp is not None:
         f = resp.frame
-        row.response_frame, row.response_start, row.response_end = (
-            f.last_frame,
-            f.first_ts,
-            f.last_ts,
-        )
-        row.response_bytes = wire_size(f)
-        row._response = resp.body
+        row["response_frame"] = f.last_frame
+        row["response_start"] = f.first_ts
+        row["response_end"] = f.last_ts
+        row["response_bytes"] = wire_size(f)
+        row["_response"] = resp.body
         if req is not None:
-            row.latency_ms = (f.last_ts - req.frame.first_ts) / 1e6
-            row.server_ms = (f.first_ts - req.frame.last_ts) / 1e6
+            row["latency_ms"] = (f.last_ts - req.frame.first_ts) / 1e6
+            row["server_ms"] = (f.first_ts - req.frame.last_ts) / 1e6
             if queue_ns is not None:
-                row.queue_ms = queue_ns / 1e6
+                row["queue_ms"] = queue_ns / 1e6
         if resp.body is not None:
-            row.error_code = resp.error
-            row.error_name = resp.error_name
-            row.throttle_ms = throttle
+            error_code = row["error_code"] = resp.error
+            row["error_name"] = resp.error_name
+            row["throttle_ms"] = throttle
         if resp.topics:
             topics = (*topics, *resp.topics)
         if resp.names:
             names = dict(names, **resp.names) if names else resp.names
         if resp.sets:
-            row.record_sets = ("response", f.data, resp.sets)
+            row["record_sets"] = ("response", f.data, resp.sets)
         if resp.reason:
             (notes if resp.cut else reasons).append(resp.reason)
-    row.topics = sorted(set(topics)) if topics else []
+    row["topics"] = sorted(set(topics)) if topics else []
     if names:
-        row.topic_names = names
+        row["topic_names"] = names
     if reason:
         reasons.append(reason)
-    row.reason = "; ".join(reasons + notes) or None
+    row["reason"] = "; ".join(reasons + notes) or None
     if status is None:
         if reasons:
             status = ex.MALFORMED
-        elif row.error_code:
+        elif error_code:
             status = ex.ERROR
         else:
             status = ex.OK
-    row.status = status
-    return row
+    row["status"] = status
+    return Exchange.of(row)
