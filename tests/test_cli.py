@@ -51,6 +51,28 @@ def test_analyze_prints_the_summary():
     assert res.stderr == ""  # no progress bar when stderr is not a terminal
 
 
+TUNING = """
+import gc, sys
+from dissector import cli
+before = gc.get_threshold()
+cli.main(["analyze", sys.argv[1], "--no-progress"])
+untouched = gc.get_threshold() == before and gc.get_freeze_count() == 0
+cli.main(["analyze", sys.argv[1], "--no-progress"], own_process=True)
+print(untouched, gc.get_threshold()[0], gc.get_freeze_count() > 0, file=sys.stderr)
+"""
+
+
+def test_analyze_tunes_only_a_process_of_its_own():
+    """The console script's analyze collects garbage less often (and keeps large buffers in
+    glibc's heap); main() called from another program leaves that program's settings alone."""
+    res = subprocess.run(
+        [sys.executable, "-c", TUNING, str(SAMPLE)], capture_output=True, text=True, timeout=120
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.split() == ["True", "100000", "True"]
+    assert res.stdout.count(f"{SAMPLE}: ") == 2  # both runs printed their summary
+
+
 @pytest.mark.parametrize("suffix", [".parquet", ".csv", ".jsonl"])
 def test_analyze_writes_the_table(tmp_path, suffix):
     out = tmp_path / f"pairs{suffix}"
