@@ -32,7 +32,6 @@ import platform
 import re
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -202,20 +201,12 @@ def warm_cache(path: Path) -> None:
             pass
 
 
-def count_packets(path: Path) -> int | None:
-    """Packets in a classic pcap file (None for another format)."""
-    with open(path, "rb") as f:
-        magic = f.read(24)[:4]
-        order = {b"\xd4\xc3\xb2\xa1": "<", b"\x4d\x3c\xb2\xa1": "<"}.get(magic)
-        order = order or {b"\xa1\xb2\xc3\xd4": ">", b"\xa1\xb2\x3c\x4d": ">"}.get(magic)
-        if order is None:
-            return None
-        record = struct.Struct(order + "IIII")
-        packets = 0
-        while len(head := f.read(16)) == 16:
-            f.seek(record.unpack(head)[2], os.SEEK_CUR)
-            packets += 1
-        return packets
+def count_packets(path: Path) -> int:
+    """Packets in a capture, as the dissector's reader reads them."""
+    from dissector.capture import open_capture
+
+    with open_capture(path) as reader:
+        return sum(1 for _ in reader)
 
 
 # --------------------------------------------------------------------------- checks
@@ -278,7 +269,7 @@ def capture_section(capture: Capture, plan: list[Command], repeat: int) -> list[
     lines = [
         f"## {capture.path.name}: {capture.about}",
         "",
-        f"{size / 1e6:.1f} MB, {packets or 0:,} packets, {exchanges or 0:,} exchanges"
+        f"{size / 1e6:.1f} MB, {packets:,} packets, {exchanges or 0:,} exchanges"
         f"{per_exchange}; {repeat} rounds.",
         "",
         "| command | wall s | range s | × tshark | CPU s | × tshark CPU | MB/s | packets/s "
@@ -295,7 +286,7 @@ def capture_section(capture: Capture, plan: list[Command], repeat: int) -> list[
             f"| {cmd.label} | {wall:.2f} | {min(cmd.walls):.2f}–{max(cmd.walls):.2f} "
             f"| {ratio(cmd.walls, tshark.walls)} | {median(cmd.cpus):.2f} "
             f"| {ratio(cmd.cpus, tshark.cpus)} | {size / 1e6 / wall:.1f} "
-            f"| {(packets or 0) / wall:,.0f} | {(exchanges or 0) / wall:,.0f} "
+            f"| {packets / wall:,.0f} | {(exchanges or 0) / wall:,.0f} "
             f"| {median(cmd.rss_kb) / 1024:,.0f} |"
         )
     rows = checks(capture, counts, plan)

@@ -55,9 +55,10 @@ def add_dissection_arguments(p):
     )
 
 
-def dissection_options(args, records):
-    """The Options fields the arguments give (ports apart), with `records` as the command
-    decided it from --records and --table."""
+def dissection_options(args, written=None):
+    """The Options fields the arguments give (ports apart). `written`: the table the command
+    writes, if any; the records table needs every record parsed, whatever --records says."""
+    records = "full" if written == "records" else args.records
     return {
         "protocol": args.protocol,
         "max_frame": args.max_frame,

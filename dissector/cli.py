@@ -76,18 +76,17 @@ def _summarised(exchanges, summary):
 
 def analyze(args):
     table = args.table
-    records = "full" if args.output and table == "records" else args.records
     writer = None
     if args.output:  # Arrow and pandas are loaded only to write a table
         from .tables import arrow_batches
         from .tables.output import TableWriter
 
         writer = TableWriter(args.output, table, capture=len(args.captures) > 1)
+    options = dissection_options(args, table if args.output else None)
     try:
         for path in args.captures:
-            options = dissection_options(args, records)
             dissection = source.dissect(path, args.port, progress=args.progress, **options)
-            summary = Summary(decompress=args.decompress or records == "full")
+            summary = Summary.of(dissection.dissector.options)
             exchanges = _summarised(checked(dissection, args.debug), summary)
             if writer is None or table == "streams":
                 for _ in exchanges:

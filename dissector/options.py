@@ -31,6 +31,11 @@ class Options:
         if self.records not in RECORD_MODES:
             raise ValueError(f"records must be one of {', '.join(RECORD_MODES)}")
 
+    @property
+    def decompresses(self):
+        """Whether compressed batches are decompressed: asked for, or needed for the records."""
+        return self.decompress or self.records == "full"
+
     def record_decoder(self):
         """The function a decoder applies to record-set bytes (None: keep only their size)."""
         if self.records == "none":
@@ -39,6 +44,6 @@ class Options:
             max_output=self.max_decompressed,
             max_ratio=self.max_ratio,
             records=self.records == "full",
-            decompress=self.decompress or self.records == "full",
+            decompress=self.decompresses,
         )
         return partial(decode_record_set, limits=limits)

@@ -57,3 +57,6 @@ def test_summaries_of_parts_merge_into_the_whole():
             d.add(float(part * 10 + x % 7 + 1))
         big.merge(d)
     assert big.buckets is not None and big.count == 3 * (Distribution.EXACT // 2)
+    assert sum(big.buckets.values()) == big.count  # every value counted once
+    truth = pd.Series([float(p * 10 + x % 7 + 1) for p in range(3) for x in range(big.count // 3)])
+    assert big.quantile(0.5) == pytest.approx(truth.quantile(0.5), rel=0.011)

@@ -405,6 +405,31 @@ def check_consumed(m: Manifest, expected: list[Rec], got: list[tuple]) -> None:
 # --------------------------------------------------------------------------- scenarios
 
 
+def send_kafka_python(m: Manifest, producer, recs: list[Rec], acks: str, client_id: str) -> None:
+    """Send records with a kafka-python producer and note each in the manifest: where it
+    landed (no offset for acks=0), or why it failed."""
+    futures = [
+        producer.send(
+            r.topic,
+            key=r.key,
+            value=r.value,
+            partition=r.partition,
+            timestamp_ms=r.timestamp_ms,
+            headers=r.headers or None,
+        )
+        for r in recs
+    ]
+    producer.flush(timeout=15)
+    for r, fut in zip(recs, futures, strict=True):
+        try:
+            md = fut.get(timeout=15)
+        except Exception as exc:
+            m.produced(r, acks, client_id, error=f"{type(exc).__name__}: {exc}")
+            continue
+        offset = None if acks == "0" or md.offset < 0 else md.offset
+        m.produced(r, acks, client_id, partition=md.partition, offset=offset)
+
+
 def scenario_kafka_python(broker: Tansu, m: Manifest) -> None:
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
     from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
@@ -475,26 +500,7 @@ def scenario_kafka_python(broker: Tansu, m: Manifest) -> None:
                 max_request_size=1 << 20,
             )
             try:
-                futures = [
-                    producer.send(
-                        r.topic,
-                        key=r.key,
-                        value=r.value,
-                        partition=r.partition,
-                        timestamp_ms=r.timestamp_ms,
-                        headers=r.headers or None,
-                    )
-                    for r in recs
-                ]
-                producer.flush(timeout=15)
-                for r, fut in zip(recs, futures, strict=True):
-                    try:
-                        md = fut.get(timeout=15)
-                    except Exception as exc:
-                        m.produced(r, acks, cid, error=f"{type(exc).__name__}: {exc}")
-                        continue
-                    offset = None if acks == "0" or md.offset < 0 else md.offset
-                    m.produced(r, acks, cid, partition=md.partition, offset=offset)
+                send_kafka_python(m, producer, recs, acks, cid)
                 if acks == "0":
                     time.sleep(0.5)  # no acknowledgement: let the broker take them in
             finally:
@@ -1316,20 +1322,7 @@ def scenario_group_rebalance(broker: Tansu, m: Manifest) -> None:
             )
             for i in range(count)
         ]
-        futures = [
-            producer.send(
-                r.topic,
-                key=r.key,
-                value=r.value,
-                partition=r.partition,
-                timestamp_ms=r.timestamp_ms,
-            )
-            for r in recs
-        ]
-        producer.flush(timeout=15)
-        for r, fut in zip(recs, futures, strict=True):
-            md = fut.get(timeout=15)
-            m.produced(r, "all", producer_id, partition=md.partition, offset=md.offset)
+        send_kafka_python(m, producer, recs, "all", producer_id)
         sent += count
 
     lock = threading.Lock()

@@ -5,7 +5,20 @@ import functools
 import pandas as pd
 
 from ..tables.bodies import parse_body
-from ..tables.partitions import PARTITION_KEYS, TOPIC_KEYS
+from ..tables.partitions import TOPIC_KEYS
+
+# Which exchange a row of an analysis is about: the columns that name it, in one order.
+EXCHANGE = [
+    "stream",
+    "client",
+    "client_id",
+    "broker",
+    "api_name",
+    "api_version",
+    "correlation_id",
+    "request_frame",
+    "response_frame",
+]
 
 
 def body(value):
@@ -65,13 +78,6 @@ def topic_of(item, names):
             return item[key]
     tid = item.get("TopicId")
     return names.get(tid, tid)
-
-
-def partition_of(item):
-    for key in PARTITION_KEYS:
-        if item.get(key) is not None:
-            return item[key]
-    return None
 
 
 def quantiles(values, prefix=""):

@@ -10,11 +10,11 @@ pairs: the Produce request's last byte, its response's, and the Fetch response's
 
 import pandas as pd
 
+from ..tables.partitions import partition_index
 from ._frames import (
     api_rows,
     body,
     frame,
-    partition_of,
     quantiles,
     scope,
     topic_names,
@@ -49,7 +49,7 @@ def _base_offsets(pairs, names, keys):
                         "stream": row.stream,
                         "correlation_id": row.correlation_id,
                         "topic": topic_of(topic, names),
-                        "partition": partition_of(part),
+                        "partition": partition_index(part),
                         "base_offset": part.get("BaseOffset"),
                     }
                 )

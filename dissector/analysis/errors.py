@@ -4,19 +4,11 @@ not complete (unanswered, orphan response, malformed) with its reason."""
 import re
 
 from ..protocol.errors import error_name
-from ._frames import body, frame, has, ints, per_capture, topic_names, when
+from ._frames import EXCHANGE, body, frame, has, ints, per_capture, topic_names, topic_of, when
 
 COLUMNS = [
     "time",
-    "stream",
-    "client",
-    "client_id",
-    "broker",
-    "api_name",
-    "api_version",
-    "correlation_id",
-    "request_frame",
-    "response_frame",
+    *EXCHANGE,
     "level",
     "topic",
     "partition",
@@ -44,10 +36,9 @@ def _walk(node, context, names, out, depth=0, array_key=""):
         return
     context = dict(context)
     if array_key in _TOPIC_LISTS or any("Partition" in k for k in node if k != "PartitionIndex"):
-        name = node.get("Name") or node.get("Topic") or node.get("TopicName")
-        tid = node.get("TopicId")
-        if name or tid:
-            context["topic"] = name or names.get(tid, tid)
+        topic = topic_of(node, names)
+        if topic:
+            context["topic"] = topic
     for key in ("PartitionIndex", "Partition", "Index"):
         if isinstance(node.get(key), int) and "topic" in context:
             context["partition"] = node[key]
@@ -85,7 +76,7 @@ def errors(pairs):
     for row in pairs.itertuples(index=False):
         base = {
             "time": when(row),
-            **{c: getattr(row, c, None) for c in COLUMNS[1:10]},
+            **{c: getattr(row, c, None) for c in EXCHANGE},
             "status": row.status,
             "reason": getattr(row, "reason", None),
         }

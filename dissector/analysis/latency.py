@@ -16,7 +16,7 @@ request's last byte to the first byte of the previous response on the connection
 
 import pandas as pd
 
-from ._frames import frame, has, scope
+from ._frames import EXCHANGE, frame, has, scope
 
 #: Grouping names -> table columns; any other column name may be used as it is.
 GROUPS = {
@@ -44,15 +44,7 @@ STATS = [
 PARTS = ("network", "queue", "broker")
 SLOWEST = [
     "request_start",
-    "stream",
-    "client",
-    "client_id",
-    "broker",
-    "api_name",
-    "api_version",
-    "correlation_id",
-    "request_frame",
-    "response_frame",
+    *EXCHANGE,
     "latency_ms",
     "network_ms",
     "queue_ms",

@@ -11,12 +11,12 @@ Without an EndTxn in the capture the marker gives the outcome; without either it
 
 import pandas as pd
 
+from ..tables.partitions import partition_index
 from ._frames import (
     api_rows,
     body,
     frame,
     ints,
-    partition_of,
     per_capture,
     topic_names,
     topic_of,
@@ -84,11 +84,11 @@ def _produced(req, resp, names):
     base = {}
     for topic in resp.get("Responses") or ():
         for part in topic.get("PartitionResponses") or ():
-            base[f"{topic_of(topic, names)}/{partition_of(part)}"] = part.get("BaseOffset")
+            base[f"{topic_of(topic, names)}/{partition_index(part)}"] = part.get("BaseOffset")
     out = {}
     for topic in req.get("TopicData") or ():
         for part in topic.get("PartitionData") or ():
-            key = f"{topic_of(topic, names)}/{partition_of(part)}"
+            key = f"{topic_of(topic, names)}/{partition_index(part)}"
             batches = [b for b in _batches(part.get("Records")) if b.get("transactional")]
             if not batches:
                 continue
@@ -109,7 +109,7 @@ def _markers(pairs, names):
             continue  # JSON text without a control batch: not worth parsing
         for topic in body(row.response).get("Responses") or ():
             for part in topic.get("Partitions") or ():
-                key = f"{topic_of(topic, names)}/{partition_of(part)}"
+                key = f"{topic_of(topic, names)}/{partition_index(part)}"
                 for b in _batches(part.get("Records")):
                     if not b.get("control"):
                         continue
@@ -251,7 +251,7 @@ def aborted_reads(pairs):
             continue
         for topic in body(row.response).get("Responses") or ():
             for part in topic.get("Partitions") or ():
-                key = f"{topic_of(topic, names)}/{partition_of(part)}"
+                key = f"{topic_of(topic, names)}/{partition_index(part)}"
                 listed = part.get("AbortedTransactions") or []
                 for b in _batches(part.get("Records")):
                     if b.get("control"):

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from dissector.capture import pcap, pcapng
 from dissector.capture.packet import Packet
-from dissector.capture.reader import GZIP_MAGIC, Source
+from dissector.capture.reader import GZIP_MAGIC, Source, parse
 from dissector.errors import CaptureError
 
 CHAIN = 8  # consecutive consistent headers that make a boundary
@@ -391,17 +391,9 @@ def range_packets(piece, warnings=None, first_of_linktype=None):
         src = Source(piece.path, stream, warnings)
         src.frame_base, src.offset_base = piece.frames, shift
         head = src.refill(b"", 0, pcap.FILE_HEADER_LEN, 1, 0)
-        magic = bytes(head[:4])
-        if magic in pcap.MAGICS:
-            packets = pcap.iter_pcap(src, head)
-        elif magic == pcapng.SHB_MAGIC:
-            packets = pcapng.iter_pcapng(src, head)
-        elif not head:
+        if not head:
             raise CaptureError(piece.path, "empty file, not a capture", frame=1, offset=0)
-        else:
-            raise CaptureError(
-                piece.path, f"not a capture file (unknown magic {magic.hex()})", frame=1, offset=0
-            )
+        _, packets = parse(src, head)
         base = piece.frames
         new = tuple.__new__
         try:

@@ -212,17 +212,7 @@ class PacketReader:
             head = src.refill(b"", 0, pcap.FILE_HEADER_LEN, 1, 0)
             if not head:
                 raise CaptureError(self.path, "empty compressed file", frame=1, offset=0)
-        magic = bytes(head[:4])
-        if magic in pcap.MAGICS:
-            self.format = "pcap"
-            packets = pcap.iter_pcap(src, head)
-        elif magic == pcapng.SHB_MAGIC:
-            self.format = "pcapng"
-            packets = pcapng.iter_pcapng(src, head)
-        else:
-            raise CaptureError(
-                self.path, f"not a capture file (unknown magic {magic.hex()})", frame=1, offset=0
-            )
+        self.format, packets = parse(src, head)
         return packets
 
     def __iter__(self) -> Iterator[Packet]:
@@ -254,6 +244,18 @@ class PacketReader:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def parse(src: Source, head: bytes) -> tuple[str, Iterator[Packet]]:
+    """The format of a stream that starts with `head` ("pcap" or "pcapng") and its packets;
+    CaptureError if it is neither."""
+    magic = bytes(head[:4])
+    if magic in pcap.MAGICS:
+        return "pcap", pcap.iter_pcap(src, head)
+    if magic == pcapng.SHB_MAGIC:
+        return "pcapng", pcapng.iter_pcapng(src, head)
+    reason = f"not a capture file (unknown magic {magic.hex()})"
+    raise CaptureError(src.path, reason, frame=1, offset=0)
 
 
 def open_capture(path, name: str | None = None) -> PacketReader:

@@ -103,7 +103,6 @@ def run(args):
             rotate_bytes=int(args.rotate_mb * 1e6) if args.rotate_mb else None,
             rotate_seconds=args.rotate_seconds,
         )
-    records = "full" if args.output and args.table == "records" else args.records
     live = sniff(
         args.interface,
         args.port,
@@ -115,16 +114,17 @@ def run(args):
         idle=args.idle,
         unanswered=args.unanswered,
         immediate=args.immediate,
-        **dissection_options(args, records),
+        **dissection_options(args, args.table if args.output else None),
         ring=PcapRing(args.ring, args.ring_files, int(args.ring_mb * 1e6)) if args.ring else None,
     )
     if writer is not None and args.table == "streams":
         live.on_streams = writer.add
-    summary = Summary(decompress=args.decompress or records == "full")
+    summary = Summary.of(live.dissector.options)
     tty = sys.stdout.isatty()
-    print(f"kafka-dissect: {_started(live.capture)}", file=sys.stderr, flush=True)
     try:
         with _stop_on_signals(live), live, _internal_errors(live, args.debug):
+            # Said once Ctrl-C is ours: from this line on it ends the run cleanly.
+            print(f"kafka-dissect: {_started(live.capture)}", file=sys.stderr, flush=True)
             if tty:
                 _view(live, args, summary, writer)
             else:

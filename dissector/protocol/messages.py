@@ -8,7 +8,7 @@ from ..errors import DecodeError
 from . import schema
 from .apikeys import API_VERSIONS, CONTROLLED_SHUTDOWN
 from .codegen import Context, compile_decoder, returning_dict
-from .primitives import i16, i32, string, utf8
+from .primitives import i32, string, utf8
 
 
 @cache
@@ -59,9 +59,9 @@ def response_header_version(api_key, version):
 PLAUSIBLE = 255
 _HEADER_CONTEXT = Context()  # headers carry nothing a context notes: one serves them all
 _new = tuple.__new__
-# The fields every request header starts with (v1 and v2): key, version, correlation id and
-# the client id's length.
-_HEADER_START = struct.Struct(">hhih").unpack_from
+# The fields every request header starts with, and those v1 and v2 follow them with.
+_KEY_VERSION = struct.Struct(">hh").unpack_from
+_CORRELATION_CLIENT = struct.Struct(">ih").unpack_from  # correlation id, client id length
 
 
 class RequestHeader(NamedTuple):
@@ -81,19 +81,18 @@ def decode_request_header(buf):
     size = len(buf)
     if size < 8:
         raise DecodeError(f"request of {size} bytes is shorter than a header", 0)
-    if size >= 10:
+    api_key, version = _KEY_VERSION(buf, 0)
+    hv = request_header_version(api_key, version)
+    if hv and size >= 10:
         # Nearly every header, read at once: v1, or v2 with no tagged field (its count, a
         # zero byte, ends it), with the client id the schema puts after the fixed fields (a
         # nullable int16-length string in both). Anything else takes the generated decoder.
-        api_key, version, correlation_id, n = _HEADER_START(buf, 0)
+        correlation_id, n = _CORRELATION_CLIENT(buf, 4)
         end = 10 + n if n > 0 else 10
-        hv = request_header_version(api_key, version)
         if hv == 1 and end <= size or hv == 2 and end < size and buf[end] == 0:
             client_id = utf8(buf[10:end]) if n >= 0 else None
             fields = (api_key, version, correlation_id, client_id, None, end + hv - 1)
             return _new(RequestHeader, fields)  # without the Python-level __new__
-    api_key, version = i16(buf, 0)[0], i16(buf, 2)[0]
-    hv = request_header_version(api_key, version)
     try:
         d, end = _header_decoder("RequestHeader", hv)(buf, 0, _HEADER_CONTEXT)
     except (struct.error, IndexError, DecodeError):

@@ -45,8 +45,8 @@ def expired_rows(session, queue, now, allowance_ns, status=ex.UNANSWERED):
     """Rows for the requests at the head of `queue` (oldest first) whose deadline passed,
     taken off it."""
     out = []
+    reason = EXPIRED if status == ex.UNANSWERED else None
     while queue and due(queue[0], now, allowance_ns):
-        reason = EXPIRED if status == ex.UNANSWERED else None
         req = queue.popleft()
         out.append(build(session.conn, session.PROTOCOL, req, status=status, reason=reason))
     return out

@@ -85,13 +85,12 @@ def _run(args, spark):
 
     spark = spark or session(args.master)
     register(spark)
-    records = "full" if args.table == "records" else args.records
     dissected = Dissected(
         spark,
         args.captures,
         args.split_bytes,
         ports=args.port,
-        **dissection_options(args, records),
+        **dissection_options(args, args.table),
     )
     try:
         table = dissected.table(args.table, args.timestamps)

@@ -13,9 +13,11 @@ import json
 import pickle
 import warnings
 from collections import defaultdict
+from dataclasses import fields
 
 import pyarrow as pa
 
+from ..options import Options
 from ..tables.schema import SCHEMAS
 from .crossing import renumber, settle_topics, stale_groups
 from .notes import piece_warnings
@@ -27,7 +29,7 @@ from .plan import (
     surveys_in_spark,
     whole_and_split,
 )
-from .source import MIN_TASK_BYTES, NAME, _bytes
+from .source import MIN_TASK_BYTES, NAME, parse_size
 from .tasks import (
     DISSECTED,
     EXCHANGE,
@@ -45,16 +47,7 @@ from .whole import NOTES, whole_tasks
 
 DEFAULT_SPLIT = "128m"
 MAX_ROUNDS = 5  # dissections of a group, at most (see crossing.stale_groups)
-OPTION_NAMES = (
-    "ports",
-    "protocol",
-    "records",
-    "max_frame",
-    "show_secrets",
-    "decompress",
-    "max_decompressed",
-    "max_ratio",
-)
+OPTION_NAMES = tuple(f.name for f in fields(Options))  # what a load may pass to the core
 
 
 class Dissected:
@@ -78,7 +71,7 @@ class Dissected:
         register_sources(spark)
         self.spark = spark
         self.files = expand(paths)
-        split = _bytes(split_bytes)
+        split = parse_size(split_bytes)
         if local_survey_bytes is None:
             local_survey_bytes = LOCAL_SURVEY_BYTES
         surveys = surveys_in_spark(spark, local_survey_bytes)
@@ -117,16 +110,16 @@ class Dissected:
                 .select("capture", "key", "kind", "blob", "frame", "sub", "seq", "topic_id", "name")
                 .collect()
             )
-            stale = stale_groups(*endpoint_facts(facts))
+            proven, missed = endpoint_facts(facts)
+            stale = stale_groups(proven, missed)
             if not stale:
                 break
             # Dissect again the groups that asked for an endpoint another group had proven.
             again = spark.createDataFrame(stale, "capture string, key long")
-            seeds = endpoint_facts(facts)[0]
             redone = (
                 packets.join(again, ["capture", "key"], "left_semi")
                 .groupBy("capture", "key")
-                .applyInArrow(dissect_group(self.options, _texts(seeds)), schema)
+                .applyInArrow(dissect_group(self.options, _texts(proven)), schema)
             )
             kept = self.groups.join(again, ["capture", "key"], "left_anti")
             previous = self.groups

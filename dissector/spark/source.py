@@ -36,13 +36,13 @@ class PacketReader(DataSourceReader):
             paths = json.loads(self.options.get("paths") or "[]")
             if "path" in self.options:
                 paths.append(self.options["path"])
-            pieces = plan_locally(paths, _bytes(self.options.get("split_bytes", "128m")))
+            pieces = plan_locally(paths, parse_size(self.options.get("split_bytes", "128m")))
         return [PiecesPartition(group) for group in pack(pieces, self._split())]
 
     def _split(self):
         # Tiny ranges are read one after another in one task: a task costs more than a few
         # MiB of packets.
-        return max(_bytes(self.options.get("split_bytes", "128m")), MIN_TASK_BYTES)
+        return max(parse_size(self.options.get("split_bytes", "128m")), MIN_TASK_BYTES)
 
     def read(self, partition):
         from ..capture.ranges import Piece
@@ -69,7 +69,7 @@ class PacketSource(DataSource):
 UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 
-def _bytes(text):
+def parse_size(text):
     """ "128m", "1g", "65536" -> bytes."""
     text = str(text).strip().lower().removesuffix("b")
     if text and text[-1] in UNITS:

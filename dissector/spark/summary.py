@@ -4,11 +4,13 @@ capture, the driver adds the summaries up."""
 import pickle
 from collections import Counter
 
+from ..options import Options
 from ..tables.summary import Summary
 
 
 def new_summary(options):
-    return Summary(decompress=options.get("decompress", False) or options.get("records") == "full")
+    """The summary of a dissection with these options (Options fields)."""
+    return Summary.of(Options(**options))
 
 
 def summarise(streams, learned, options):

@@ -9,7 +9,7 @@ records' `timestamp` (Kafka's milliseconds) stays a Spark timestamp, which holds
 
 import pyarrow as pa
 
-from ..tables.schema import SCHEMAS
+from ..tables.schema import SCHEMAS, with_capture
 
 SPARK_TIME = pa.timestamp("us", tz="UTC")
 
@@ -37,8 +37,7 @@ def _for_spark(schema, timestamps="us"):
 
 def table_schema(table, timestamps="us"):
     """The Arrow schema a Spark table of `table` has: `capture`, then the declared columns."""
-    fields = [pa.field("capture", pa.string()), *SCHEMAS[table]]
-    return _for_spark(pa.schema(fields), timestamps)
+    return _for_spark(with_capture(SCHEMAS[table]), timestamps)
 
 
 def for_spark(batch, capture, schema):

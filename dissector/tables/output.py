@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from . import FORMATS
 from .arrow import to_pandas
-from .schema import SCHEMAS
+from .schema import SCHEMAS, with_capture
 
 ISO = "%Y-%m-%dT%H:%M:%SZ"  # Arrow prints the fraction the unit has after %S
 
@@ -28,11 +28,6 @@ def output_format(path):
     if suffix not in FORMATS:
         raise ValueError(f"{path}: output format must be one of {', '.join(FORMATS)}")
     return suffix
-
-
-def with_capture(schema):
-    """The schema of a table whose rows name the capture file they came from."""
-    return schema.insert(0, pa.field("capture", pa.string(), nullable=False))
 
 
 class TableWriter:

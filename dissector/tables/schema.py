@@ -146,6 +146,12 @@ STREAMS = _schema(
     ),
 )
 
+
+def with_capture(schema):
+    """The schema of a table whose rows name the capture file they came from."""
+    return schema.insert(0, pa.field("capture", pa.string(), nullable=False))
+
+
 SCHEMAS = {"pairs": PAIRS, "partitions": PARTITIONS, "records": RECORDS, "streams": STREAMS}
 TABLES = tuple(SCHEMAS)
 assert TABLES == NAMES, "the package names the tables before Arrow is loaded: keep them equal"

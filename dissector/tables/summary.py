@@ -81,12 +81,12 @@ class Distribution:
             self.max = other.max
         if self.buckets is None and other.buckets is None:
             self.values.extend(other.values)
-            if len(self.values) <= self.EXACT:
-                return
+            if len(self.values) > self.EXACT:
+                self._bucketed()
+            return
         if self.buckets is None:
             self._bucketed()
-        extra = other.buckets or Counter(other._bucket(x) for x in other.values)
-        self.buckets.update(extra)
+        self.buckets.update(other.buckets or Counter(other._bucket(x) for x in other.values))
 
 
 class _Api:
@@ -120,6 +120,12 @@ class Summary:
         self.statuses = Counter()
         self._volume = defaultdict(Counter)  # (api, topic) -> VOLUME counters
         self._codecs = defaultdict(Counter)  # (api, codec) -> bytes, uncompressed_bytes
+
+    @classmethod
+    def of(cls, options):
+        """The summary of a dissection with these Options: uncompressed sizes when its
+        batches are decompressed anyway."""
+        return cls(decompress=options.decompresses)
 
     def add(self, e):
         self.statuses[e.status] += 1
