@@ -306,6 +306,15 @@ class Manifest:
                 entry["result"] = f"<unsummarized: {type(exc).__name__}: {exc}>"
         return result
 
+    def delivered(self, rec: Rec, acks: str, client_id: str, md) -> None:
+        """A record its client library reported sent, with `md` the record metadata it gave
+        (None: none, as aiokafka with acks=0); acks=0 has no offset."""
+        if md is None:
+            self.produced(rec, acks, client_id)
+            return
+        offset = None if acks == "0" or md.offset < 0 else md.offset
+        self.produced(rec, acks, client_id, partition=md.partition, offset=offset)
+
     def produced(
         self,
         rec: Rec,
@@ -426,8 +435,7 @@ def send_kafka_python(m: Manifest, producer, recs: list[Rec], acks: str, client_
         except Exception as exc:
             m.produced(r, acks, client_id, error=f"{type(exc).__name__}: {exc}")
             continue
-        offset = None if acks == "0" or md.offset < 0 else md.offset
-        m.produced(r, acks, client_id, partition=md.partition, offset=offset)
+        m.delivered(r, acks, client_id, md)
 
 
 def scenario_kafka_python(broker: Tansu, m: Manifest) -> None:
@@ -832,11 +840,7 @@ async def _aiokafka(broker: Tansu, m: Manifest) -> None:
                     except Exception as exc:
                         m.produced(r, acks, cid, error=f"{type(exc).__name__}: {exc}")
                         continue
-                    if md is None:  # acks=0: aiokafka returns no metadata
-                        m.produced(r, acks, cid)
-                        continue
-                    offset = None if acks == "0" or md.offset < 0 else md.offset
-                    m.produced(r, acks, cid, partition=md.partition, offset=offset)
+                    m.delivered(r, acks, cid, md)
                 if acks == "0":
                     await asyncio.sleep(0.5)
             finally:
