@@ -127,6 +127,9 @@ def unknown(api_key, version):
 def decode_response_header(buf, api_key, version):
     """(correlation_id, body offset) of a response to a request of this key and version."""
     hv = response_header_version(api_key, version)
+    # Nearly every header, read at once: v0, or v1 with no tagged field (a zero byte).
+    if len(buf) > 4 and (hv == 0 or buf[4] == 0):
+        return i32(buf, 0)[0], 4 + hv
     try:
         d, end = _header_decoder("ResponseHeader", hv)(buf, 0, _HEADER_CONTEXT)
     except (struct.error, IndexError):
