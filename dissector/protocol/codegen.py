@@ -4,12 +4,9 @@ Each generated decoder is a plain function `decode(buf, pos, ctx) -> (dict, pos)
 straight-line struct reads: runs of fixed-width fields become a single `unpack_from`, structs
 become nested functions, and tagged fields a dispatch on the tag number. While decoding it
 notes in `ctx` what the exchange tables need (topic names, error codes, throttle time, acks,
-where record sets lie), so nothing walks the decoded dict afterwards.
-
-The same generator makes scanners, `scan(buf, pos, ctx) -> pos`: they walk the message just
-as strictly but build nothing, reading only the fields that carry notes and stepping over the
-rest (a run of fixed-width fields is one addition). A scan is what pairing and the summary
-need; the whole body is decoded only when asked for.
+where record sets lie), so nothing walks the decoded dict afterwards. Which fields carry
+which note is `note_kind`, shared with the scan programs of scanner.py, which take the same
+notes without building anything.
 """
 
 import struct
@@ -69,31 +66,67 @@ def record_set_size(raw):
     return None if raw is None else {"size": len(raw)}
 
 
-class _Writer:
-    def __init__(self, flexible, version, scan=False):
+class Layout:
+    """Which fields a message version has, and how each is encoded at that version."""
+
+    def __init__(self, flexible, version):
         self.flexible = flexible
         self.version = version
-        self.scan = scan
+
+    def present(self, f):
+        return in_range(self.version, f["versions"])
+
+    def tagged(self, f):
+        return self.flexible and in_range(self.version, f.get("tagged"))
+
+    def nullable(self, f):
+        return in_range(self.version, f.get("nullable"))
+
+    def compact(self, f):
+        if "flexible" in f:
+            return in_range(self.version, f["flexible"])
+        return self.flexible
+
+    def fields(self, fields):
+        """(regular fields in order, tagged fields) present at this version."""
+        present = [f for f in fields if self.present(f)]
+        return [f for f in present if not self.tagged(f)], [f for f in present if self.tagged(f)]
+
+
+def note_kind(f, depth):
+    """The note a field carries into a Context, or None: "top_error" and "first_error" (an
+    int16 error code at the top level or nested), "field" (TOP_FIELDS), "topic_id",
+    "topic" (a topic name) or "topics" (an array of them)."""
+    if f["type"] == "int16" and f["name"].endswith("ErrorCode"):
+        return "top_error" if depth == 0 else "first_error"
+    if depth == 0 and f["name"] in TOP_FIELDS:
+        return "field"
+    if f["name"] == "TopicId" and f["type"] == "uuid":
+        return "topic_id"
+    if f.get("topic"):
+        if f["type"] == "string":
+            return "topic"
+        if f["type"] == "[]string":
+            return "topics"
+    return None
+
+
+class _Writer(Layout):
+    def __init__(self, flexible, version):
+        super().__init__(flexible, version)
         self.lines = []
         self.namespace = {
             "i8": primitives.i8,
-            "i32": primitives.i32,
             "uvarint": primitives.uvarint,
             "string": primitives.string,
             "compact_string": primitives.compact_string,
-            "skip_string": primitives.skip_string,
-            "skip_compact": primitives.skip_compact,
-            "span_bytes": primitives.span_bytes,
-            "span_compact": primitives.span_compact,
             "bytes_": primitives.bytes_,
-            "skip_bytes": primitives.skip_bytes,
             "compact_bytes": primitives.compact_bytes,
             "array_count": primitives.array_count,
             "too_many": primitives.too_many,
             "uuid_text": primitives.uuid_text,
             "unpack_from": struct.unpack_from,
             "read_tags": read_tags,
-            "scan_tags": scan_tags,
         }
         self.count = 0
 
@@ -112,8 +145,7 @@ class _Writer:
         """Emit a function decoding a struct's fields at this version; return its name."""
         name = self.name("s")
         body = []
-        regular = [f for f in fields if self.present(f) and not self.tagged(f)]
-        tagged = [f for f in fields if self.present(f) and self.tagged(f)]
+        regular, tagged = self.fields(fields)
         i = 0
         while i < len(regular):
             f = regular[i]
@@ -124,9 +156,7 @@ class _Writer:
                     i += 1
                 body += self.fixed_run(run, depth)
                 continue
-            if self.scan:
-                body += self.read(f, "v", depth)
-            elif self.container(f):
+            if self.container(f):
                 # Attached before it is filled: a body cut short keeps what was decoded.
                 body += self.read(f, "v", depth, attach=f"d[{f['name']!r}] = v")
             else:
@@ -135,8 +165,7 @@ class _Writer:
             i += 1
         if self.flexible:
             body += self.tag_section(tagged, depth)
-        # Scanners return the position; decoders fill the dict they are given.
-        self.lines.append(f"def {name}(buf, pos, ctx{'' if self.scan else ', d'}):")
+        self.lines.append(f"def {name}(buf, pos, ctx, d):")
         self.lines += ["    " + line for line in body]
         self.lines.append("    return pos")
         self.lines.append("")
@@ -146,69 +175,44 @@ class _Writer:
     def container(f):
         return f["type"] in ("struct", "[]struct")
 
-    def present(self, f):
-        return in_range(self.version, f["versions"])
-
-    def tagged(self, f):
-        return self.flexible and in_range(self.version, f.get("tagged"))
-
-    def nullable(self, f):
-        return in_range(self.version, f.get("nullable"))
-
-    def compact(self, f):
-        if "flexible" in f:
-            return in_range(self.version, f["flexible"])
-        return self.flexible
-
     # -- field readers ---------------------------------------------------------------------
 
     def fixed_run(self, run, depth):
         fmt = ">" + "".join(FIXED[f["type"]][0] for f in run)
         size = struct.calcsize(fmt)
-        if self.scan and not any(self.notes(f, "x", depth) for f in run):
-            # Nothing to note: step over the run, checking it is all there.
-            return [f"if pos + {size} > len(buf): raise IndexError", f"pos += {size}"]
         unpack = self.constant("u", struct.Struct(fmt).unpack_from)
         names = [f"x{j}" for j in range(len(run))]
         lines = [f"{', '.join(names)}, = {unpack}(buf, pos)", f"pos += {size}"]
         for var, f in zip(names, run, strict=True):
-            notes = self.notes(f, var, depth)
-            if self.scan and not notes:
-                continue
             if f["type"] == "uuid":
                 lines.append(f"{var} = uuid_text({var})")
-            if not self.scan:
-                lines.append(f"d[{f['name']!r}] = {var}")
-            lines += notes
+            lines.append(f"d[{f['name']!r}] = {var}")
+            lines += self.notes(f, var, depth)
         return lines
 
-    def notes(self, f, var, depth):
+    @staticmethod
+    def notes(f, var, depth):
         """Lines that record topic names, error codes and TOP_FIELDS into ctx."""
-        if f["type"] == "int16" and f["name"].endswith("ErrorCode"):
-            if depth == 0:
-                return [f"if {var}: ctx.top_error = ctx.top_error or {var}"]
+        kind = note_kind(f, depth)
+        if kind == "top_error":
+            return [f"if {var}: ctx.top_error = ctx.top_error or {var}"]
+        if kind == "first_error":
             return [f"if {var} and not ctx.first_error: ctx.first_error = {var}"]
-        if depth == 0 and f["name"] in TOP_FIELDS:
+        if kind == "field":
             return [f"ctx.fields[{f['name']!r}] = {var}"]
-        if f["name"] == "TopicId" and f["type"] == "uuid":
+        if kind == "topic_id":
             return [f"ctx.topic_ids.append({var})", f"ctx.topic = {var}"]
-        if f.get("topic"):
-            if f["type"] == "string":
-                return [f"if {var}: ctx.topics.append({var})", f"ctx.topic = {var}"]
-            if f["type"] == "[]string":
-                return [f"if {var}: ctx.topics.extend(t for t in {var} if t)"]
+        if kind == "topic":
+            return [f"if {var}: ctx.topics.append({var})", f"ctx.topic = {var}"]
+        if kind == "topics":
+            return [f"if {var}: ctx.topics.extend(t for t in {var} if t)"]
         return []
 
-    def read(self, f, var, depth, force=False, attach=None):
-        """Lines that read field f into `var`, advancing pos (scanning and not force: step
-        over it unless it carries a note). attach: a line run once a struct's dict or an
-        array's list exists, before it is filled."""
+    def read(self, f, var, depth, attach=None):
+        """Lines that read field f into `var`, advancing pos. attach: a line run once a
+        struct's dict or an array's list exists, before it is filled."""
         t = f["type"]
         compact = self.compact(f)
-        if self.scan and not force:
-            skipped = self.skip(f, t, var, depth, compact)
-            if skipped is not None:
-                return skipped
         if t in FIXED:
             code, size = FIXED[t]
             conv = "uuid_text(" + var + ")" if t == "uuid" else var
@@ -228,49 +232,20 @@ class _Writer:
             return lines
         if t == "struct":
             fn = self.struct_function(f["fields"], depth + 1)
-            if self.scan:
-                call = [f"pos = {fn}(buf, pos, ctx)"]
-            else:
-                call = [
-                    f"{var} = {{}}",
-                    *([attach] if attach else []),
-                    f"pos = {fn}(buf, pos, ctx, {var})",
-                ]
+            call = [
+                f"{var} = {{}}",
+                *([attach] if attach else []),
+                f"pos = {fn}(buf, pos, ctx, {var})",
+            ]
             if self.nullable(f):
                 lines = ["(m,), pos = i8(buf, pos), pos + 1", f"if m < 0: {var} = None"]
-                if attach and not self.scan:
+                if attach:
                     lines.append(f"if m < 0: {attach}")
                 return lines + ["else:", *("    " + line for line in call)]
             return call
         if t.startswith("[]"):
             return self.read_array(f, var, depth, compact, attach) + self.notes(f, var, depth)
         raise ValueError(f"unknown field type {t!r} in {f['name']}")
-
-    def skip(self, f, t, var, depth, compact):
-        """Scanning: lines stepping over a field that carries no note, or None to read it."""
-        if t in FIXED and not self.notes(f, var, depth):
-            size = FIXED[t][1]
-            return [f"if pos + {size} > len(buf): raise IndexError", f"pos += {size}"]
-        if t in ("string", "bytes") and compact and not self.notes(f, var, depth):
-            # A one-byte length (nearly all) inline: null (0) takes 1 byte, n+1 takes n+1.
-            return [
-                "n = buf[pos]",
-                "if n < 128:",
-                "    pos += n or 1",
-                "    if pos > len(buf): raise IndexError",
-                "else: pos = skip_compact(buf, pos)",
-            ]
-        if t == "string" and not self.notes(f, var, depth):
-            return ["pos = skip_string(buf, pos)"]
-        if t == "bytes":
-            return ["pos = skip_bytes(buf, pos)"]
-        if t == "records":
-            span = "span_compact" if compact else "span_bytes"
-            return [
-                f"s, pos = {span}(buf, pos)",
-                "if s is not None: ctx.record_sets.append((ctx.topic, s, pos))",
-            ]
-        return None
 
     def read_array(self, f, var, depth, compact, attach=None):
         elem = f["type"][2:]
@@ -285,16 +260,6 @@ class _Writer:
             ]
         else:
             lines = ["n, pos = array_count(buf, pos, False)", f"if n is None: {var} = None"]
-        if self.scan and elem == "struct":
-            fn = self.struct_function(f["fields"], depth + 1)
-            return lines + ["else:", "    for _ in range(n): pos = " + f"{fn}(buf, pos, ctx)"]
-        if self.scan and elem in FIXED:
-            size = FIXED[elem][1]
-            return lines + [
-                "else:",
-                f"    if pos + n * {size} > len(buf): raise IndexError",
-                f"    pos += n * {size}",
-            ]
         if elem == "struct":
             fn = self.struct_function(f["fields"], depth + 1)
             if attach:
@@ -318,11 +283,10 @@ class _Writer:
         else:
             item = dict(f, type=elem)
             item.pop("topic", None)
-            inner = self.read(item, "e", depth + 1, force=bool(f.get("topic")))
+            inner = self.read(item, "e", depth + 1)
             lines += ["else:", f"    {var} = []", "    for _ in range(n):"]
             lines += ["        " + line for line in inner]
-            if not (self.scan and elem in ("string", "bytes") and not f.get("topic")):
-                lines.append(f"        {var}.append(e)")
+            lines.append(f"        {var}.append(e)")
         return lines
 
     def tag_section(self, tagged, depth):
@@ -339,8 +303,7 @@ class _Writer:
         table = self.name("k")
         entries = ", ".join(f"{tag}: ({name!r}, {fn})" for tag, (name, fn) in known.items())
         self.lines += [f"{table} = {{{entries}}}", ""]
-        tags = "scan_tags(buf, pos, ctx, " if self.scan else "read_tags(buf, pos, d, ctx, "
-        return [f"if buf[pos]: pos = {tags}{table})", "else: pos += 1"]
+        return [f"if buf[pos]: pos = read_tags(buf, pos, d, ctx, {table})", "else: pos += 1"]
 
 
 def read_tags(buf, pos, d, ctx, known):
@@ -354,24 +317,14 @@ def read_tags(buf, pos, d, ctx, known):
     return pos
 
 
-def scan_tags(buf, pos, ctx, known):
-    tags, pos = primitives.tagged_fields(buf, pos)
-    for tag, raw in tags.items():
-        entry = known.get(tag)
-        if entry is not None:
-            entry[1](raw, 0, ctx)
-    return pos
-
-
-def compile_decoder(definition, version, scan=False):
+def compile_decoder(definition, version):
     """A function decode(buf, pos, ctx, d) -> pos filling the dict d with one version of a
-    message; with scan, a function scan(buf, pos, ctx) -> pos that only takes the notes."""
+    message."""
     flexible = in_range(version, definition["flexibleVersions"])
-    writer = _Writer(flexible, version, scan)
+    writer = _Writer(flexible, version)
     entry = writer.struct_function(definition["fields"], 0)
     source = "\n".join(writer.lines)
-    kind = "scan" if scan else "decode"
-    code = compile(source, f"<{definition['name']} v{version} {kind}>", "exec")
+    code = compile(source, f"<{definition['name']} v{version}>", "exec")
     exec(code, writer.namespace)
     decode = writer.namespace[entry]
     decode.source = source

@@ -1,11 +1,11 @@
 """Decoding of request/response headers and bodies, by API key and version."""
 
 import struct
-from functools import cache
+from functools import cache, partial
 from typing import NamedTuple
 
 from ..errors import DecodeError
-from . import schema
+from . import scanner, schema
 from .apikeys import API_VERSIONS, CONTROLLED_SHUTDOWN
 from .codegen import Context, compile_decoder, returning_dict
 from .primitives import i32, string, utf8
@@ -28,10 +28,16 @@ def body_filler(api_key, kind, version):
 
 
 @cache
-def body_scanner(api_key, kind, version):
-    """The generated scanner of a body (notes only, nothing built), or None."""
+def body_program(api_key, kind, version):
+    """The scan program of a body (scanner.py: notes only, nothing built), or None."""
     definition = schema.message(api_key, kind, version)
-    return None if definition is None else compile_decoder(definition, version, scan=True)
+    return None if definition is None else scanner.compile_program(definition, version)
+
+
+def body_scanner(api_key, kind, version):
+    """scan(buf, pos, ctx) -> pos of a body, or None."""
+    program = body_program(api_key, kind, version)
+    return None if program is None else partial(scanner.run, program)
 
 
 @cache
@@ -163,11 +169,11 @@ def decode_body(api_key, kind, version, buf, pos, ctx):
 
 def scan_body(api_key, kind, version, buf, pos, ctx):
     """Walk a body as decode_body would, taking only ctx's notes; raises as it would."""
-    scan = body_scanner(api_key, kind, version)
-    if scan is None:
+    program = body_program(api_key, kind, version)
+    if program is None:
         raise DecodeError(unknown(api_key, version), pos)
     try:
-        scan(buf, pos, ctx)
+        scanner.run(program, buf if buf.__class__ is bytes else bytes(buf), pos, ctx)
     except (struct.error, IndexError):
         raise DecodeError(f"{kind} ends before its fields do", len(buf)) from None
     except RecursionError:
