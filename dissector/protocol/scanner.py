@@ -40,6 +40,7 @@ ARRAY_FIXED_COMPACT = 17  # element size
 NULLABLE = 18  # program: an int8 presence marker, then the struct if >= 0
 TAGS = 19  # {tag: program}: a tagged-field section; unknown tags are stepped over
 
+
 def compile_program(definition, version):
     """The scan program of one version of a message (or header, or embedded data)."""
     layout = Layout(in_range(version, definition["flexibleVersions"]), version)
@@ -132,7 +133,7 @@ def run(program, buf, pos, ctx):
                 pos = _tags(buf, pos, ctx, ins[1])
             else:
                 pos += 1
-        elif op == ARRAY_COMPACT or op == ARRAY:
+        elif op in (ARRAY_COMPACT, ARRAY):
             if op == ARRAY:
                 if pos + 4 > end:
                     raise IndexError
@@ -155,7 +156,7 @@ def run(program, buf, pos, ctx):
             if n > end - pos:
                 raise DecodeError(f"array of {n} elements cannot fit in {end - pos} bytes", pos)
             element = ins[1]
-            for i in range(n):
+            for _i in range(n):
                 pos = run(element, buf, pos, ctx)
         elif op == SKIP_STRING:
             if pos + 2 > end:
@@ -204,7 +205,7 @@ def run(program, buf, pos, ctx):
                 if v:
                     ctx.topics.append(v)
                 ctx.topic = v
-        elif op == TOP_ERROR or op == FIRST_ERROR:
+        elif op in (TOP_ERROR, FIRST_ERROR):
             if pos + 2 > end:
                 raise IndexError
             n = p[pos] << 8 | p[pos + 1]
@@ -249,7 +250,7 @@ def _rare(ins, buf, pos, ctx):
         if buf[pos - 1] < 0x80:
             return run(ins[1], buf, pos, ctx)
         return pos
-    elif op == ARRAY_FIXED or op == ARRAY_FIXED_COMPACT:
+    elif op in (ARRAY_FIXED, ARRAY_FIXED_COMPACT):
         if op == ARRAY_FIXED:
             if pos + 4 > end:
                 raise IndexError
@@ -262,7 +263,7 @@ def _rare(ins, buf, pos, ctx):
             raise DecodeError(f"array of {n} elements cannot fit in {end - pos} bytes", pos)
         if n > 0:
             pos += n * ins[1]
-    elif op == TOPICS or op == TOPICS_COMPACT:
+    elif op in (TOPICS, TOPICS_COMPACT):
         read = string if op == TOPICS else compact_string
         if op == TOPICS:
             if pos + 4 > end:
