@@ -5,7 +5,8 @@ from .options import Options
 from .session.conversation import Conversation
 from .session.directory import Directory
 from .session.timeouts import DEFAULT_ALLOWANCE_NS
-from .tcp import StreamData, StreamEnd, StreamGap, TcpTracker
+from .tcp import StreamData, StreamEnd, StreamGap
+from .tcp.tracker import TcpTracker
 
 
 class Dissector:

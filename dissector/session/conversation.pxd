@@ -1,5 +1,10 @@
 # Conversation is a C struct when Cython compiles conversation.py: its attributes are
 # read and written without look-ups, once or more per packet.
+from dissector.tcp.connection cimport Connection
+
+
 cdef class Conversation:
-    cdef public object conn, directory, forced, framers, gaps, held, options, records
+    cdef public Connection conn
+    cdef public tuple framers
+    cdef public object directory, forced, gaps, held, options, records
     cdef public object session, sniffed, unused
