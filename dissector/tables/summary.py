@@ -16,6 +16,7 @@ from .partitions import exchange_partitions
 
 QUANTILES = (("p50_ms", 0.5), ("p95_ms", 0.95), ("p99_ms", 0.99))
 VOLUME = ("batches", "records", "control_records", "bytes", "uncompressed_bytes")
+_UNKNOWN = tuple(name + "_unknown" for name in VOLUME)  # record sets where each is unknown
 
 
 def quantile(values, q):
@@ -152,38 +153,35 @@ class Summary:
         for topic, start, end in sets:
             if end > start:
                 c = census(data, start, end)
-                volume = {
-                    "batches": c.batches,
-                    "records": c.records,
-                    "control_records": c.control_records,
-                    "bytes": end - start,
-                    "uncompressed_bytes": None if c.codecs else end - start,
-                    "codecs": {codec: (size, None) for codec, size in c.codecs.items()},
-                }
-                self._add(e.api_name, e.topic_names.get(topic, topic), volume)
+                size = end - start
+                values = (c.batches, c.records, c.control_records, size, None if c.codecs else size)
+                codecs = {codec: (n, None) for codec, n in c.codecs.items()} if c.codecs else None
+                self._add(e.api_name, e.topic_names.get(topic, topic), values, codecs)
 
     def _add_decoded_volume(self, e):
         """Volume from the decoded bodies (the partitions table's rows)."""
         for row in exchange_partitions(e):
             if row.get("bytes"):
-                self._add(e.api_name, row["topic"], row)
+                values = tuple(row.get(name) for name in VOLUME)
+                self._add(e.api_name, row["topic"], values, row.get("codecs"))
 
-    def _add(self, api, topic, volume):
-        """Add one record set's volume (the VOLUME counts, None where unknown, and `codecs`:
-        codec -> (compressed bytes, uncompressed bytes or None))."""
+    def _add(self, api, topic, values, codecs):
+        """Add one record set's volume: `values` of VOLUME (None where unknown), and `codecs`:
+        codec -> (compressed bytes, uncompressed bytes or None), or None."""
         sums = self._volume[(api, topic)]
-        for name in VOLUME:
-            if volume.get(name) is not None:
-                sums[name] += volume[name]
+        for name, unknown, value in zip(VOLUME, _UNKNOWN, values, strict=True):
+            if value is not None:
+                sums[name] += value
             else:
-                sums[name + "_unknown"] += 1
-        for codec, (size, raw) in (volume.get("codecs") or {}).items():
-            c = self._codecs[(api, codec)]
-            c["bytes"] += size
-            if raw is None:
-                c["unknown"] += 1
-            else:
-                c["uncompressed_bytes"] += raw
+                sums[unknown] += 1
+        if codecs:
+            for codec, (size, raw) in codecs.items():
+                c = self._codecs[(api, codec)]
+                c["bytes"] += size
+                if raw is None:
+                    c["unknown"] += 1
+                else:
+                    c["uncompressed_bytes"] += raw
 
     def merge(self, other):
         """Add the summary of another part of the same capture (a Spark task's)."""
