@@ -1,6 +1,10 @@
 # Dissector is a C struct when Cython compiles flow.py: its attributes are
 # read and written without look-ups, once or more per packet.
+cimport cython
+
 from dissector.net.decode cimport NetDecoder
+from dissector.session.conversation cimport Conversation
+from dissector.tcp.connection cimport Connection
 from dissector.tcp.tracker cimport TcpTracker
 
 
@@ -10,3 +14,6 @@ cdef class Dissector:
     cdef public dict conversations
     cdef public object cut_packets, directory, options, packets, ports
     cdef public object records, streams
+
+    @cython.locals(conn=Connection, conv=Conversation)
+    cpdef list _events(self, events)

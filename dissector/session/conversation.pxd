@@ -8,3 +8,7 @@ cdef class Conversation:
     cdef public tuple framers
     cdef public object directory, forced, gaps, held, options, records
     cdef public object session, sniffed, unused
+
+    cpdef list data(self, side, data, frame, ts)
+    cpdef list _framed(self, side, items)
+    cpdef list frame(self, side, frame)

@@ -1,5 +1,8 @@
 # C types for modern.py when Cython compiles it: the session's state is a C struct, read and
 # written without attribute look-ups on every request and response.
+cimport cython
+
+from dissector.protocol.codegen cimport Context
 from dissector.tcp.connection cimport Connection
 from dissector.session.rows cimport Malformed, Request, Side
 
@@ -10,3 +13,14 @@ cdef class ModernSession:
     cdef public dict pending
     cdef public object sent, early, silent, raw_pending
     cdef public Malformed bad
+
+    @cython.locals(req=Request, ctx=Context)
+    cpdef list request(self, frame)
+    cpdef list _queue(self, Request req, Context ctx, reason)
+    @cython.locals(ctx=Context)
+    cpdef tuple _scan(self, key, kind, version, frame, pos)
+    cpdef tuple _topics(self, Context ctx)
+    @cython.locals(req=Request)
+    cpdef list response(self, frame)
+    @cython.locals(ctx=Context, resp=Side)
+    cpdef _answer(self, Request req, frame)

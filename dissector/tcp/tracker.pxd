@@ -1,5 +1,15 @@
 # TcpTracker is a C struct when Cython compiles tracker.py: its attributes are
 # read and written without look-ups, once or more per packet.
+cimport cython
+
+from dissector.tcp.connection cimport Connection
+from dissector.tcp.halfstream cimport HalfStream
+
+
 cdef class TcpTracker:
-    cdef public object _closed, _ended, _halves, _live, broker_ports, connections
+    cdef public dict _halves
+    cdef public object _closed, _ended, _live, broker_ports, connections
     cdef public object late_bytes, late_segments, max_buffer, max_closed, on_open
+
+    @cython.locals(half=HalfStream, conn=Connection)
+    cpdef list feed(self, seg)
