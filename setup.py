@@ -26,6 +26,7 @@ HOT_PATH = [
     "dissector/protocol/primitives.py",
     "dissector/protocol/codegen.py",
     "dissector/protocol/messages.py",
+    "dissector/protocol/decoder.py",
     "dissector/protocol/scanner.py",
     "dissector/protocol/records/*.py",
     "dissector/session/*.py",

@@ -3,7 +3,7 @@
 JoinGroup carries each member's subscription and SyncGroup each member's assignment as bytes
 whose layout depends on the group's protocol type. For type "consumer" they follow the
 ConsumerProtocolSubscription / ConsumerProtocolAssignment schemas (an int16 version, then
-the fields at that version), decoded here with the same generated decoders as messages.
+the fields at that version), decoded here with the same decode programs as messages.
 """
 
 import struct
@@ -12,7 +12,8 @@ from functools import cache
 from ..errors import DecodeError
 from . import schema
 from .apikeys import JOIN_GROUP, SYNC_GROUP
-from .codegen import Context, compile_decoder, returning_dict
+from .codegen import Context
+from .decoder import compile_decoder, returning_dict
 from .primitives import i16
 
 SUBSCRIPTION = "ConsumerProtocolSubscription"

@@ -7,7 +7,8 @@ from typing import NamedTuple
 from ..errors import DecodeError
 from . import scanner, schema
 from .apikeys import API_VERSIONS, CONTROLLED_SHUTDOWN
-from .codegen import Context, compile_decoder, returning_dict
+from .codegen import Context
+from .decoder import compile_decoder, returning_dict
 from .primitives import i32, string, utf8
 
 
