@@ -16,7 +16,7 @@ from .partitions import exchange_partitions
 
 QUANTILES = (("p50_ms", 0.5), ("p95_ms", 0.95), ("p99_ms", 0.99))
 VOLUME = ("batches", "records", "control_records", "bytes", "uncompressed_bytes")
-_UNKNOWN = tuple(name + "_unknown" for name in VOLUME)  # record sets where each is unknown
+CODEC = ("bytes", "uncompressed_bytes")  # of one codec's batches
 
 
 def quantile(values, q):
@@ -90,6 +90,33 @@ class Distribution:
         self.buckets.update(other.buckets or Counter(other._bucket(x) for x in other.values))
 
 
+class _Sums:
+    """Sums of a few counts over record sets, and for each how many sets left it unknown
+    (None): a sum with an unknown part is unknown."""
+
+    __slots__ = ("sums", "unknown")
+
+    def __init__(self):
+        self.sums = [0] * len(VOLUME)
+        self.unknown = [0] * len(VOLUME)
+
+    def add(self, values):
+        sums, unknown = self.sums, self.unknown
+        for i, value in enumerate(values):
+            if value is None:
+                unknown[i] += 1
+            else:
+                sums[i] += value
+
+    def merge(self, other):
+        for i in range(len(VOLUME)):
+            self.sums[i] += other.sums[i]
+            self.unknown[i] += other.unknown[i]
+
+    def row(self, names):
+        return {name: None if self.unknown[i] else self.sums[i] for i, name in enumerate(names)}
+
+
 class _Api:
     __slots__ = ("requests", "latency", "queue", "errors", "unanswered")
 
@@ -119,8 +146,8 @@ class Summary:
         self.decompress = decompress
         self._apis = defaultdict(_Api)
         self.statuses = Counter()
-        self._volume = defaultdict(Counter)  # (api, topic) -> VOLUME counters
-        self._codecs = defaultdict(Counter)  # (api, codec) -> bytes, uncompressed_bytes
+        self._volume = defaultdict(_Sums)  # (api, topic) -> sums of VOLUME
+        self._codecs = defaultdict(_Sums)  # (api, codec) -> sums of CODEC
 
     @classmethod
     def of(cls, options):
@@ -168,20 +195,10 @@ class Summary:
     def _add(self, api, topic, values, codecs):
         """Add one record set's volume: `values` of VOLUME (None where unknown), and `codecs`:
         codec -> (compressed bytes, uncompressed bytes or None), or None."""
-        sums = self._volume[(api, topic)]
-        for name, unknown, value in zip(VOLUME, _UNKNOWN, values, strict=True):
-            if value is not None:
-                sums[name] += value
-            else:
-                sums[unknown] += 1
+        self._volume[(api, topic)].add(values)
         if codecs:
             for codec, (size, raw) in codecs.items():
-                c = self._codecs[(api, codec)]
-                c["bytes"] += size
-                if raw is None:
-                    c["unknown"] += 1
-                else:
-                    c["uncompressed_bytes"] += raw
+                self._codecs[(api, codec)].add((size, raw))
 
     def merge(self, other):
         """Add the summary of another part of the same capture (a Spark task's)."""
@@ -189,9 +206,9 @@ class Summary:
         for key, api in other._apis.items():
             self._apis[key].merge(api)
         for key, sums in other._volume.items():
-            self._volume[key].update(sums)
+            self._volume[key].merge(sums)
         for key, sums in other._codecs.items():
-            self._codecs[key].update(sums)
+            self._codecs[key].merge(sums)
 
     def apis(self):
         """One dict per (api_name, api_version), in name and version order."""
@@ -210,9 +227,7 @@ class Summary:
     def volume(self):
         rows = []
         for (api, topic), sums in sorted(self._volume.items(), key=lambda kv: str(kv[0])):
-            row = {"api_name": api, "topic": topic}
-            for name in VOLUME:
-                row[name] = None if sums[name + "_unknown"] else sums[name]
+            row = {"api_name": api, "topic": topic, **sums.row(VOLUME)}
             raw, size = row["uncompressed_bytes"], row["bytes"]
             row["ratio"] = raw / size if raw is not None and size else None
             rows.append(row)
@@ -220,18 +235,11 @@ class Summary:
 
     def codecs(self):
         rows = []
-        for (api, codec), c in sorted(self._codecs.items()):
-            raw = None if c["unknown"] else c["uncompressed_bytes"]
-            ratio = raw / c["bytes"] if raw is not None and c["bytes"] else None
-            rows.append(
-                {
-                    "api_name": api,
-                    "codec": codec,
-                    "bytes": c["bytes"],
-                    "uncompressed_bytes": raw,
-                    "ratio": ratio,
-                }
-            )
+        for (api, codec), sums in sorted(self._codecs.items()):
+            row = sums.row(CODEC)
+            raw, size = row["uncompressed_bytes"], row["bytes"]
+            ratio = raw / size if raw is not None and size else None
+            rows.append({"api_name": api, "codec": codec, **row, "ratio": ratio})
         return rows
 
     def text(self, title=""):
