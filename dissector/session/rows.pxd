@@ -1,5 +1,7 @@
 # C types for rows.py when Cython compiles it: a request's and a response's facts are C
 # structs, which the session fills and build() reads without attribute look-ups.
+cimport cython
+
 from dissector.tcp.connection cimport Connection
 
 cdef class Side:
@@ -9,6 +11,7 @@ cdef class Side:
 cdef class Request(Side):
     cdef public object api_key, api_name, api_version, correlation_id, client_id
 
+@cython.locals(row=dict, reasons=list, notes=list)
 cpdef build(Connection conn, protocol, Request req, Side resp=*, status=*, correlation_id=*, throttle=*, reason=*, queue_ns=*)
 
 cdef class Malformed:

@@ -117,9 +117,18 @@ def wire_size(frame):
     return (frame.size if frame.__class__ is CutFrame else len(frame.data)) + 4
 
 
+_ENDPOINTS = {}  # (ip, port) -> its text: two per exchange, few distinct
+_ENDPOINTS_MAX = 1 << 16
+
+
 def endpoint(addr):
-    ip, port = addr
-    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+    text = _ENDPOINTS.get(addr)
+    if text is None:
+        if len(_ENDPOINTS) >= _ENDPOINTS_MAX:
+            _ENDPOINTS.clear()
+        ip, port = addr
+        text = _ENDPOINTS[addr] = f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+    return text
 
 
 # Every attribute build() may set, at the value an exchange has when it is not set.
