@@ -154,7 +154,7 @@ def measure(path, rounds):
     wall = [[] for _ in STAGES]
     results = [None] * len(STAGES)
     print("  warm-up: bodies", file=sys.stderr, flush=True)
-    bodies(path)  # scanners and decoders are generated on first use: not in the figures
+    bodies(path)  # scan and decode programs are compiled on first use: not in the figures
     for n in range(rounds):
         for i, (name, _, prefix) in enumerate(STAGES):
             print(f"  round {n + 1}/{rounds}: {name}", file=sys.stderr, flush=True)

@@ -1,7 +1,7 @@
 """Every message version, request and response, through the test encoder and the decoders.
 
 The encoder (tests/kafka_encoder.py) interprets the schema data on its own, so each roundtrip
-checks the generated decoder against an independent reading of the same definitions.
+checks the decode programs against an independent reading of the same definitions.
 """
 
 import contextlib
@@ -143,7 +143,7 @@ def notes_of(ctx):
 
 @pytest.mark.parametrize(("key", "name", "kind", "version"), MESSAGE_VERSIONS, ids=IDS)
 def test_scanner_takes_the_notes_of_the_decoder(key, name, kind, version):
-    """The scanner (no dict built) walks exactly what the decoder reads and notes the same
+    """The scan program (no dict built) walks exactly what the decoder reads and notes the same
     topics, ids, errors and top-level fields; it finds each record set the decoder reads."""
     for seed in SEEDS:
         rng = rng_for("scan", key, kind, version, seed)

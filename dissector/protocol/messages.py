@@ -14,8 +14,8 @@ from .primitives import i32, string, utf8
 
 @cache
 def body_decoder(api_key, kind, version):
-    """The generated decoder of a request or response body, or None for unknown versions:
-    decode(buf, pos, ctx) -> (dict, pos)."""
+    """decode(buf, pos, ctx) -> (dict, pos) of a request or response body (its decode
+    program), or None for unknown versions."""
     fill = body_filler(api_key, kind, version)
     return None if fill is None else returning_dict(fill)
 
@@ -93,7 +93,7 @@ def decode_request_header(buf):
     if hv and size >= 10:
         # Nearly every header, read at once: v1, or v2 with no tagged field (its count, a
         # zero byte, ends it), with the client id the schema puts after the fixed fields (a
-        # nullable int16-length string in both). Anything else takes the generated decoder.
+        # nullable int16-length string in both). Anything else takes the decode program.
         correlation_id, n = _CORRELATION_CLIENT(buf, 4)
         end = 10 + n if n > 0 else 10
         if hv == 1 and end <= size or hv == 2 and end < size and buf[end] == 0:
