@@ -21,9 +21,7 @@ from .primitives import (
     compact_string,
     string,
     tagged_fields,
-    too_many,
     uuid_text,
-    uvarint,
 )
 from .schema import in_range
 
@@ -148,8 +146,8 @@ def run(program, buf, pos, ctx, d):
                     ctx.topics.append(v)
                 ctx.topic = v
         elif op == ARRAY:
-            n, pos = _count(buf, pos, ins[2][0])
-            if n < 0:
+            n, pos = array_count(buf, pos, ins[2][0])
+            if n is None:
                 d[ins[1]] = None
                 continue
             items = []
@@ -197,14 +195,14 @@ def _value(ins, buf, pos, ctx, d):
         return e, run(ins[2], buf, pos + 1, ctx, e)
     if op == ARRAY_FIXED:
         compact, code, size = ins[2]
-        n, pos = _count(buf, pos, compact)
-        if n < 0:
+        n, pos = array_count(buf, pos, compact)
+        if n is None:
             return None, pos
         return list(struct.unpack_from(f">{n}{code}", buf, pos)), pos + n * size
     if op == ARRAY_VALUES:
         compact, one, note = ins[2]
-        n, pos = _count(buf, pos, compact)
-        if n < 0:
+        n, pos = array_count(buf, pos, compact)
+        if n is None:
             return None, pos
         items = []
         for _i in range(n):
@@ -214,22 +212,6 @@ def _value(ins, buf, pos, ctx, d):
             ctx.topics.extend(t for t in items if t)
         return items, pos
     raise ValueError(f"unknown decode instruction {ins!r}")
-
-
-def _count(buf, pos, compact):
-    """(element count, position after it) of an array; a count below zero: null."""
-    if not compact:
-        n, pos = array_count(buf, pos, False)
-        return (-1 if n is None else n), pos
-    n = buf[pos]  # a one-byte count, nearly all
-    if n < 128:
-        pos += 1
-    else:
-        n, pos = uvarint(buf, pos)
-    n -= 1
-    if n > len(buf) - pos:
-        too_many(n, buf, pos)
-    return n, pos
 
 
 def _note(ctx, note, name, v):

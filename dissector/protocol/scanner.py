@@ -15,7 +15,15 @@ import struct
 
 from ..errors import DecodeError
 from .codegen import FIXED, Layout, note_kind
-from .primitives import compact_string, string, tagged_fields, uuid_text, uvarint
+from .primitives import (
+    array_count,
+    compact_string,
+    skip_bytes,
+    string,
+    tagged_fields,
+    uuid_text,
+    uvarint,
+)
 from .schema import in_range
 
 # Opcodes; the argument each takes.
@@ -239,10 +247,7 @@ def _rare(ins, buf, pos, ctx):
         ctx.topic = v
         return pos + 16
     if op == SKIP_BYTES:
-        if pos + 4 > end:
-            raise IndexError
-        n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
-        pos += 4 + max(n, 0)
+        pos = skip_bytes(buf, pos)
     elif op == NULLABLE:
         if pos >= end:
             raise IndexError
@@ -251,31 +256,13 @@ def _rare(ins, buf, pos, ctx):
             return run(ins[1], buf, pos, ctx)
         return pos
     elif op in (ARRAY_FIXED, ARRAY_FIXED_COMPACT):
-        if op == ARRAY_FIXED:
-            if pos + 4 > end:
-                raise IndexError
-            n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
-            pos += 4
-        else:
-            n, pos = uvarint(buf, pos)
-            n -= 1
-        if n > end - pos:
-            raise DecodeError(f"array of {n} elements cannot fit in {end - pos} bytes", pos)
-        if n > 0:
+        n, pos = array_count(buf, pos, op == ARRAY_FIXED_COMPACT)
+        if n:
             pos += n * ins[1]
     elif op in (TOPICS, TOPICS_COMPACT):
-        read = string if op == TOPICS else compact_string
-        if op == TOPICS:
-            if pos + 4 > end:
-                raise IndexError
-            n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
-            pos += 4
-        else:
-            n, pos = uvarint(buf, pos)
-            n -= 1
-        if n > end - pos:
-            raise DecodeError(f"array of {n} elements cannot fit in {end - pos} bytes", pos)
-        for _ in range(n):
+        n, pos = array_count(buf, pos, op == TOPICS_COMPACT)
+        read = compact_string if op == TOPICS_COMPACT else string
+        for _ in range(n or 0):
             v, pos = read(buf, pos)
             if v:
                 ctx.topics.append(v)
