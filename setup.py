@@ -1,10 +1,11 @@
 """The hot path, compiled.
 
 Every module a packet or an exchange passes through is plain Python, and Cython compiles
-the same files, unchanged, into extension modules that Python prefers at import. The cost
-of this product is per exchange: interpreter overhead in the calls and attribute look-ups
-of many small steps, which compilation cuts (1.26 to 1.37 times as fast on real traffic,
-see the README).
+the same files, unchanged, into extension modules that Python prefers at import. A `.pxd`
+beside a module gives Cython C types the `.py` does not spell: state machines as C structs,
+byte buffers read through pointers, C integers. The cost of this product is per exchange:
+interpreter overhead in the calls and attribute look-ups of many small steps, which
+compilation cuts (1.6 to 2.3 times as fast on real traffic, see the README).
 
 Nothing depends on it: with no C compiler, or with KAFKA_DISSECT_PURE=1 at install, a
 module that fails to build is skipped with a warning and its Python source runs instead.
