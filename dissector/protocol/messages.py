@@ -38,7 +38,7 @@ def body_program(api_key, kind, version):
 def body_scanner(api_key, kind, version):
     """scan(buf, pos, ctx) -> pos of a body, or None."""
     program = body_program(api_key, kind, version)
-    return None if program is None else partial(scanner.run, program)
+    return None if program is None else partial(scanner.scan, program)
 
 
 @cache
@@ -174,7 +174,7 @@ def scan_body(api_key, kind, version, buf, pos, ctx):
     if program is None:
         raise DecodeError(unknown(api_key, version), pos)
     try:
-        scanner.run(program, buf if buf.__class__ is bytes else bytes(buf), pos, ctx)
+        scanner.scan(program, buf, pos, ctx)
     except (struct.error, IndexError):
         raise DecodeError(f"{kind} ends before its fields do", len(buf)) from None
     except RecursionError:

@@ -111,6 +111,11 @@ def _field(layout, f, depth):
     raise ValueError(f"unknown field type {t!r} in {f['name']}")
 
 
+def scan(program, buf, pos, ctx):
+    """Walk a body with `program` from pos, noting into ctx; the position after it."""
+    return run(program, buf if buf.__class__ is bytes else bytes(buf), pos, ctx)
+
+
 def run(program, buf, pos, ctx):
     """Walk the fields of `program` in buf (bytes) from pos, noting into ctx; the position
     after them. A body cut short raises IndexError (or DecodeError), as its decoder would."""
