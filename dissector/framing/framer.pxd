@@ -5,3 +5,5 @@ cdef class Framer:
     cdef public object _koff, _kreason, _kts, _mode, _need, _off, _sbuf, _sfr, _size
     cdef public object _soff, _sreason, _sscan, bytes_framed, bytes_missing, bytes_skipped
     cdef public object frames, is_frame_start, lookahead, max_frame, max_search
+
+    cpdef list feed(self, data, frame, ts)

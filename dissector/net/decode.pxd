@@ -3,3 +3,5 @@
 cdef class NetDecoder:
     cdef public object _addrs, _handlers, _pairs, fragments, on_fragment, unsupported
     cdef public object unsupported_linktypes, unsupported_packets
+
+    cpdef decode(self, pkt)

@@ -1,5 +1,8 @@
 # Conversation is a C struct when Cython compiles conversation.py: its attributes are
 # read and written without look-ups, once or more per packet.
+cimport cython
+
+from dissector.framing.framer cimport Framer
 from dissector.tcp.connection cimport Connection
 
 
@@ -9,6 +12,7 @@ cdef class Conversation:
     cdef public object directory, forced, gaps, held, options, records
     cdef public object session, sniffed, unused
 
+    @cython.locals(framer=Framer)
     cpdef list data(self, side, data, frame, ts)
     cpdef list _framed(self, side, items)
     cpdef list frame(self, side, frame)

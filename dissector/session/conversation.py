@@ -5,7 +5,7 @@ whether the connection speaks Kafka at all and which generation (0.7 or 0.8+), a
 each frame to the session of that generation.
 """
 
-from ..framing import CutFrame, Frame, Framer
+from ..framing.framer import CutFrame, Frame, Framer
 from ..protocol import legacy
 from ..protocol.primitives import i32
 from .legacy import LegacySession
@@ -56,13 +56,14 @@ class Conversation:
 
     def data(self, side, data, frame, ts):
         """In-order bytes of one side; return the exchanges they complete."""
+        framer = self.framers[side]
         # Only a stream seen from its SYN starts with a frame; later bytes may be mid-frame.
         if (
             not self.sniffed
             and self.conn.how == "syn"
             and side == self.conn.client_side
             and len(data) >= 14
-            and self.framers[side].offset == 0  # a size prefix sent on its own came before
+            and framer.offset == 0  # a size prefix sent on its own came before
         ):
             # A connection that does not open with a request-shaped frame is not Kafka: drop it
             # before its framer buffers a "frame" of some other protocol.
@@ -72,7 +73,7 @@ class Conversation:
             if not shaped and not self._known_broker():
                 self._not_kafka()
                 return []
-        return self._framed(side, self.framers[side].feed(data, frame, ts))
+        return self._framed(side, framer.feed(data, frame, ts))
 
     def gap(self, side, size, frame, ts, cut=False):
         self.gaps[side] += 1
