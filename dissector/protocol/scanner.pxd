@@ -5,9 +5,8 @@ cimport cython
 
 from dissector.protocol.codegen cimport Context
 
-cdef int SKIP, SKIP_STRING, SKIP_BYTES, SKIP_COMPACT, TOPIC, TOPIC_COMPACT, TOPICS
-cdef int TOPICS_COMPACT, RECORDS, RECORDS_COMPACT, TOP_ERROR, FIRST_ERROR, FIELD, TOPIC_ID
-cdef int ARRAY, ARRAY_COMPACT, ARRAY_FIXED, ARRAY_FIXED_COMPACT, NULLABLE, TAGS
+cdef int SKIP, TAGS, TOP_ERROR, FIRST_ERROR, FIELD, TOPIC_ID, NULLABLE
+cdef int I16, I32, VAR, SIZED, STEP, TOPIC, RECORDS, ARRAY, ARRAY_FIXED, TOPICS
 
-@cython.locals(p="const unsigned char *", end=Py_ssize_t, op=int, n=Py_ssize_t, _i=Py_ssize_t, start=Py_ssize_t, ins=tuple)
+@cython.locals(p="const unsigned char *", end=Py_ssize_t, op=int, width=int, kind=int, n=Py_ssize_t, _i=Py_ssize_t, start=Py_ssize_t, ins=tuple)
 cpdef Py_ssize_t run(tuple program, bytes buf, Py_ssize_t pos, Context ctx) except -1

@@ -8,6 +8,7 @@ and Fetch volume per topic and per codec. Summaries of parts of a capture (Spark
 import math
 from array import array
 from collections import Counter, defaultdict
+from functools import partial
 
 from ..protocol.apikeys import FETCH, PRODUCE
 from ..protocol.records.census import census
@@ -96,9 +97,9 @@ class _Sums:
 
     __slots__ = ("sums", "unknown")
 
-    def __init__(self):
-        self.sums = [0] * len(VOLUME)
-        self.unknown = [0] * len(VOLUME)
+    def __init__(self, size):
+        self.sums = [0] * size
+        self.unknown = [0] * size
 
     def add(self, values):
         sums, unknown = self.sums, self.unknown
@@ -109,7 +110,7 @@ class _Sums:
                 sums[i] += value
 
     def merge(self, other):
-        for i in range(len(VOLUME)):
+        for i in range(len(self.sums)):
             self.sums[i] += other.sums[i]
             self.unknown[i] += other.unknown[i]
 
@@ -146,8 +147,8 @@ class Summary:
         self.decompress = decompress
         self._apis = defaultdict(_Api)
         self.statuses = Counter()
-        self._volume = defaultdict(_Sums)  # (api, topic) -> sums of VOLUME
-        self._codecs = defaultdict(_Sums)  # (api, codec) -> sums of CODEC
+        self._volume = defaultdict(partial(_Sums, len(VOLUME)))  # (api, topic) -> sums of VOLUME
+        self._codecs = defaultdict(partial(_Sums, len(CODEC)))  # (api, codec) -> sums of CODEC
 
     @classmethod
     def of(cls, options):
