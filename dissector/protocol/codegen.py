@@ -23,6 +23,13 @@ FIXED = {
 }
 
 
+# How the length of a string or bytes, or the count of an array, is encoded: both programs
+# put it in the low two bits of an opcode, so one piece of each loop reads every length.
+I16 = 1  # int16, -1 null (strings)
+I32 = 2  # int32, -1 null (bytes, records, arrays)
+VAR = 3  # unsigned varint of the number + 1, 0 null (compact forms)
+
+
 # Top-level fields noted by name (Context.fields): the session and the tables need them.
 TOP_FIELDS = frozenset({"ThrottleTimeMs", "Acks"})
 
@@ -82,6 +89,12 @@ class Layout:
         if "flexible" in f:
             return in_range(self.version, f["flexible"])
         return self.flexible
+
+    def width(self, f):
+        """How f's length or count is encoded (I16, I32 or VAR) at this version."""
+        if self.compact(f):
+            return VAR
+        return I16 if f["type"] == "string" else I32
 
     def fields(self, fields):
         """(regular fields in order, tagged fields) present at this version."""

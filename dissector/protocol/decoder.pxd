@@ -1,11 +1,15 @@
-# C types for decoder.py when Cython compiles it: the decode loop compares opcodes as C
-# constants, keeps positions and counts as C integers and fills dicts with C calls.
+# C types for decoder.py when Cython compiles it: the decode loop reads lengths and counts
+# from the body's bytes through a pointer, compares opcodes as C constants, keeps positions
+# and counts as C integers and fills dicts with C calls.
 cimport cython
 
 from dissector.protocol.codegen cimport Context
 
-cdef int RUN, STRING, COMPACT_STRING, BYTES, COMPACT_BYTES, RECORDS, COMPACT_RECORDS, UUID
-cdef int STRUCT, NULLABLE, ARRAY, ARRAY_FIXED, ARRAY_VALUES, TAGS
+cdef int RUN, TAGS, STRUCT, NULLABLE, UUID
+cdef int I16, I32, VAR, SIZED, STRING, BYTES, RECORDS, ARRAY, ARRAY_FIXED, ARRAY_VALUES
 
-@cython.locals(op=int, _i=Py_ssize_t, ins=tuple, e=dict, items=list)
+@cython.locals(p="const unsigned char *", end=Py_ssize_t, op=int, width=int, kind=int, n=Py_ssize_t, _i=Py_ssize_t, i=Py_ssize_t, start=Py_ssize_t, text=bint, size=Py_ssize_t, ins=tuple, e=dict, items=list, names=tuple, values=tuple)
 cpdef Py_ssize_t run(tuple program, bytes buf, Py_ssize_t pos, Context ctx, dict d) except -1
+
+@cython.locals(_i=Py_ssize_t, items=list, value=dict)
+cdef Py_ssize_t _values(tuple ins, Py_ssize_t n, bytes buf, Py_ssize_t pos, Context ctx, dict d) except -1

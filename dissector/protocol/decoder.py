@@ -13,33 +13,29 @@ bytes in C and builds the dict with C calls.
 import struct
 from functools import partial
 
+from ..errors import DecodeError
+from . import codegen
 from .codegen import FIXED, Layout, note_kind
-from .primitives import (
-    array_count,
-    bytes_,
-    compact_bytes,
-    compact_string,
-    string,
-    tagged_fields,
-    uuid_text,
-)
+from .primitives import tagged_fields, uuid_text, uvarint
 from .schema import in_range
 
 # Opcodes; the argument each takes.
-RUN = 0  # ((name, uuid?, note) of each field, struct unpack_from, size): fixed-width fields
-STRING = 1  # note ("topic" or None): an int16-length string
-COMPACT_STRING = 2  # note
-BYTES = 3  # -: int32-length bytes
-COMPACT_BYTES = 4  # -
-RECORDS = 5  # -: int32-length records, given to ctx.records
-COMPACT_RECORDS = 6  # -
-UUID = 7  # -: an array's 16-byte id (a field's is in a RUN)
-STRUCT = 8  # program
-NULLABLE = 9  # program: an int8 presence marker, then the struct if >= 0
-ARRAY = 10  # (compact?, program of a struct element): an array of structs
-ARRAY_FIXED = 11  # (compact?, struct format code, size): an array of fixed-width values
-ARRAY_VALUES = 12  # (compact?, instruction reading one value, note): strings, bytes or ids
-TAGS = 13  # {tag: program of that one field}: a tagged-field section
+RUN = 0  # (struct unpack_from, size, [(index, uuid?, note)] or None): fixed-width fields
+TAGS = 1  # {tag: program of that one field}: a tagged-field section
+STRUCT = 2  # program
+NULLABLE = 3  # program: an int8 presence marker, then the struct if >= 0
+UUID = 4  # -: an array's 16-byte id (a field's is in a RUN)
+
+# Fields that start with a length or a count: the opcode is one of these kinds plus how that
+# number is encoded (codegen.I16, I32 or VAR), so one piece of the loop reads it for all.
+I16, I32, VAR = codegen.I16, codegen.I32, codegen.VAR
+SIZED = 8  # the first kind
+STRING = 8  # note ("topic" or None)
+BYTES = 12  # -
+RECORDS = 16  # -: records, given to ctx.records
+ARRAY = 20  # program of a struct element
+ARRAY_FIXED = 24  # (struct format code, size): an array of fixed-width values
+ARRAY_VALUES = 28  # (program of one value, note): strings, bytes or ids
 
 
 def compile_program(definition, version):
@@ -74,33 +70,39 @@ def _struct(layout, fields, depth):
 
 def _run(fields, depth):
     fmt = ">" + "".join(FIXED[f["type"]][0] for f in fields)
-    what = tuple((f["name"], f["type"] == "uuid", note_kind(f, depth)) for f in fields)
-    return (RUN, None, (what, struct.Struct(fmt).unpack_from, struct.calcsize(fmt)))
+    names = tuple(f["name"] for f in fields)
+    # The fields that need more than a place in the dict: ids become text, notes are taken.
+    special = tuple(
+        (i, f["type"] == "uuid", note_kind(f, depth))
+        for i, f in enumerate(fields)
+        if f["type"] == "uuid" or note_kind(f, depth) is not None
+    )
+    s = struct.Struct(fmt)
+    return (RUN, names, (s.unpack_from, s.size, special or None))
 
 
 def _field(layout, f, depth):
     t, name = f["type"], f["name"]
-    compact = layout.compact(f)
+    width = layout.width(f)
     if t == "string":
-        return (COMPACT_STRING if compact else STRING, name, note_kind(f, depth))
+        return (STRING + width, name, note_kind(f, depth))
     if t == "bytes":
-        return (COMPACT_BYTES if compact else BYTES, name, None)
+        return (BYTES + width, name, None)
     if t == "records":
-        return (COMPACT_RECORDS if compact else RECORDS, name, None)
+        return (RECORDS + width, name, None)
     if t == "struct":
         program = _struct(layout, f["fields"], depth + 1)
         return (NULLABLE if layout.nullable(f) else STRUCT, name, program)
     if t.startswith("[]"):
         elem = t[2:]
         if elem == "struct":
-            return (ARRAY, name, (compact, _struct(layout, f["fields"], depth + 1)))
+            return (ARRAY + width, name, _struct(layout, f["fields"], depth + 1))
         if elem in FIXED and elem != "uuid":
-            code, size = FIXED[elem]
-            return (ARRAY_FIXED, name, (compact, code, size))
+            return (ARRAY_FIXED + width, name, FIXED[elem])
         item = dict(f, type=elem)
         item.pop("topic", None)
         one = (UUID, None, None) if elem == "uuid" else _field(layout, item, depth + 1)
-        return (ARRAY_VALUES, name, (compact, one, note_kind(f, depth)))
+        return (ARRAY_VALUES + width, name, ((one,), note_kind(f, depth)))
     raise ValueError(f"unknown field type {t!r} in {name}")
 
 
@@ -126,92 +128,136 @@ def fill(program, buf, pos, ctx, d):
 
 
 def run(program, buf, pos, ctx, d):
+    p = buf
+    end = len(buf)
     for ins in program:
         op = ins[0]
-        if op == RUN:
-            what, unpack, size = ins[2]
+        if op >= SIZED:
+            # The length or count, n; -1 for null.
+            width = op & 3
+            if width == VAR:
+                if pos < end and p[pos] < 128:  # one byte, nearly all
+                    n = p[pos]
+                    pos += 1
+                else:
+                    n, pos = uvarint(buf, pos)
+                n -= 1
+            elif width == I16:
+                if pos + 2 > end:
+                    raise IndexError
+                n = p[pos] << 8 | p[pos + 1]
+                pos += 2
+                if n >= 0x8000:
+                    n = -1
+            else:
+                if pos + 4 > end:
+                    raise IndexError
+                n = p[pos]  # widened before the shift: 24 bits up overflows a C int
+                n = n << 24 | p[pos + 1] << 16 | p[pos + 2] << 8 | p[pos + 3]
+                pos += 4
+                if n >= 0x80000000:
+                    n = -1
+            kind = op - width
+            if kind <= RECORDS:  # n bytes
+                if n < 0:
+                    v = None
+                else:
+                    start = pos
+                    pos += n
+                    if pos > end:
+                        what = "string" if kind == STRING else "bytes"
+                        raise DecodeError(
+                            f"{what} of {n} bytes runs past the end of the frame", start
+                        )
+                    text = kind == STRING
+                    v = p[start:pos].decode("utf-8", "replace") if text else p[start:pos]
+                if kind == STRING:
+                    d[ins[1]] = v
+                    if ins[2] is not None:  # a topic name
+                        if v:
+                            ctx.topics.append(v)
+                        ctx.topic = v
+                elif kind == RECORDS:
+                    d[ins[1]] = ctx.records(v)
+                else:
+                    d[ins[1]] = v
+            elif n < 0:
+                d[ins[1]] = None
+            else:  # n elements
+                if n > end - pos:
+                    raise DecodeError(f"array of {n} elements cannot fit in {end - pos} bytes", pos)
+                if kind == ARRAY:
+                    items = []
+                    d[ins[1]] = items
+                    element = ins[2]
+                    for _i in range(n):
+                        e = {}
+                        items.append(e)
+                        pos = run(element, buf, pos, ctx, e)
+                elif kind == ARRAY_FIXED:
+                    code, size = ins[2]
+                    d[ins[1]] = list(struct.unpack_from(f">{n}{code}", buf, pos))
+                    pos += n * size
+                else:
+                    pos = _values(ins, n, buf, pos, ctx, d)
+        elif op == RUN:
+            names = ins[1]
+            unpack, size, special = ins[2]
             values = unpack(buf, pos)
             pos += size
-            for (name, is_uuid, note), v in zip(what, values, strict=True):
-                if is_uuid:
-                    v = uuid_text(v)
-                d[name] = v
-                if note is not None:
-                    _note(ctx, note, name, v)
-        elif op in (COMPACT_STRING, STRING):
-            v, pos = compact_string(buf, pos) if op == COMPACT_STRING else string(buf, pos)
-            d[ins[1]] = v
-            if ins[2] is not None:  # a topic name
-                if v:
-                    ctx.topics.append(v)
-                ctx.topic = v
-        elif op == ARRAY:
-            n, pos = array_count(buf, pos, ins[2][0])
-            if n is None:
-                d[ins[1]] = None
-                continue
-            items = []
-            d[ins[1]] = items
-            element = ins[2][1]
-            for _i in range(n):
-                e = {}
-                items.append(e)
-                pos = run(element, buf, pos, ctx, e)
-        elif op == TAGS:
-            if buf[pos]:
-                pos = _tags(buf, pos, ctx, d, ins[2])
-            else:
-                pos += 1
+            for i in range(len(names)):
+                d[names[i]] = values[i]
+            if special is not None:
+                for i, is_uuid, note in special:
+                    v = values[i]
+                    if is_uuid:
+                        v = d[names[i]] = uuid_text(v)
+                    if note is not None:
+                        _note(ctx, note, names[i], v)
         elif op == STRUCT:
             e = {}
             d[ins[1]] = e
             pos = run(ins[2], buf, pos, ctx, e)
+        elif op == TAGS:
+            if pos >= end:
+                raise IndexError
+            if p[pos]:
+                pos = _tags(buf, pos, ctx, d, ins[2])
+            else:
+                pos += 1
+        elif op == NULLABLE:
+            if pos >= end:
+                raise IndexError
+            if p[pos] >= 0x80:  # an int8 below zero: null
+                d[ins[1]] = None
+                pos += 1
+            else:
+                e = {}
+                d[ins[1]] = e
+                pos = run(ins[2], buf, pos + 1, ctx, e)
+        elif op == UUID:
+            if pos + 16 > end:
+                raise IndexError
+            d[ins[1]] = uuid_text(p[pos : pos + 16])
+            pos += 16
         else:
-            v, pos = _value(ins, buf, pos, ctx, d)
-            d[ins[1]] = v
+            raise ValueError(f"unknown decode instruction {ins!r}")
     return pos
 
 
-def _value(ins, buf, pos, ctx, d):
-    """(value, position after it) of the instructions that read one value (a nullable
-    struct is put into d before it is filled)."""
-    op = ins[0]
-    if op in (COMPACT_BYTES, BYTES):
-        return compact_bytes(buf, pos) if op == COMPACT_BYTES else bytes_(buf, pos)
-    if op in (COMPACT_RECORDS, RECORDS):
-        raw, pos = compact_bytes(buf, pos) if op == COMPACT_RECORDS else bytes_(buf, pos)
-        return ctx.records(raw), pos
-    if op in (COMPACT_STRING, STRING):
-        return compact_string(buf, pos) if op == COMPACT_STRING else string(buf, pos)
-    if op == UUID:
-        if pos + 16 > len(buf):
-            raise IndexError
-        return uuid_text(buf[pos : pos + 16]), pos + 16
-    if op == NULLABLE:
-        if buf[pos] >= 0x80:  # an int8 below zero: null
-            return None, pos + 1
-        e = {}
-        d[ins[1]] = e
-        return e, run(ins[2], buf, pos + 1, ctx, e)
-    if op == ARRAY_FIXED:
-        compact, code, size = ins[2]
-        n, pos = array_count(buf, pos, compact)
-        if n is None:
-            return None, pos
-        return list(struct.unpack_from(f">{n}{code}", buf, pos)), pos + n * size
-    if op == ARRAY_VALUES:
-        compact, one, note = ins[2]
-        n, pos = array_count(buf, pos, compact)
-        if n is None:
-            return None, pos
-        items = []
-        for _i in range(n):
-            v, pos = _value(one, buf, pos, ctx, None)
-            items.append(v)
-        if note is not None and items:  # topic names
-            ctx.topics.extend(t for t in items if t)
-        return items, pos
-    raise ValueError(f"unknown decode instruction {ins!r}")
+def _values(ins, n, buf, pos, ctx, d):
+    """An array of n strings, bytes or ids into d; the position after it."""
+    one, note = ins[2]
+    items = []
+    d[ins[1]] = items
+    value = {}  # each element is read into value[key]
+    key = one[0][1]
+    for _i in range(n):
+        pos = run(one, buf, pos, ctx, value)
+        items.append(value[key])
+    if note is not None and items:  # topic names
+        ctx.topics.extend(t for t in items if t)
+    return pos
 
 
 def _note(ctx, note, name, v):

@@ -14,6 +14,7 @@ exchange.
 import struct
 
 from ..errors import DecodeError
+from . import codegen
 from .codegen import FIXED, Layout, note_kind
 from .primitives import compact_string, string, tagged_fields, uuid_text, uvarint
 from .schema import in_range
@@ -28,10 +29,8 @@ TOPIC_ID = 5  # -: a 16-byte topic id
 NULLABLE = 6  # program: an int8 presence marker, then the struct if >= 0
 
 # Fields that start with a length or a count: the opcode is one of these kinds plus how that
-# number is encoded, so one piece of the loop reads it for all of them.
-I16 = 1  # int16, -1 null (strings)
-I32 = 2  # int32, -1 null (bytes, records, arrays)
-VAR = 3  # unsigned varint of the number + 1, 0 null (compact forms)
+# number is encoded (codegen.I16, I32 or VAR), so one piece of the loop reads it for all.
+I16, I32, VAR = codegen.I16, codegen.I32, codegen.VAR
 SIZED = 8  # the first kind
 STEP = 8  # -: bytes or a string that carry no note
 TOPIC = 12  # -: a topic name, noted
@@ -76,7 +75,7 @@ def _field(layout, f, depth):
             return [(FIELD, (f["name"], struct.Struct(">" + FIXED[t][0]).unpack_from, size))]
         return [({"top_error": TOP_ERROR, "first_error": FIRST_ERROR, "topic_id": TOPIC_ID}[kind],)]
     # The encoding of the length or count of everything else.
-    width = VAR if layout.compact(f) else I16 if t == "string" else I32
+    width = layout.width(f)
     if t == "string":
         return [((TOPIC if kind == "topic" else STEP) + width,)]
     if t == "bytes":

@@ -14,6 +14,7 @@ from .crc import crc32c
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
+_unpack_header = HEADER.unpack_from
 _CRC_START = 21  # the CRC covers attributes to the end of the batch
 _MIN_RECORD = 7  # length, attributes, timestamp, offset, key, value, header count: 1 byte each
 
@@ -58,8 +59,9 @@ def blank(magic=2):
     }
 
 
-def decode_batch(raw, pos, end, limits):
-    """The batch at ``raw[pos:end]``, where ``end`` follows from its length field."""
+def decode_batch(raw, view, pos, end, limits):
+    """The batch at ``raw[pos:end]`` (``view`` is a memoryview of raw), where ``end`` follows
+    from its length field."""
     if end - pos < HEADER_SIZE:
         batch = blank()
         offset, length, epoch = struct.unpack_from(">qii", raw, pos)
@@ -81,12 +83,10 @@ def decode_batch(raw, pos, end, limits):
         producer_epoch,
         base_sequence,
         count,
-    ) = HEADER.unpack_from(raw, pos)
+    ) = _unpack_header(raw, pos)
     codec = attributes & 0x07
-    log_append = bool(attributes & _TIMESTAMP_TYPE)
-    control = bool(attributes & _CONTROL)
-    view = memoryview(raw)
-    body = view[pos + HEADER_SIZE : end]
+    log_append = attributes & _TIMESTAMP_TYPE
+    control = attributes & _CONTROL != 0
     # One literal, the hot path of "batches" mode: every header field, in blank()'s order.
     batch = {
         "magic": magic,
@@ -99,9 +99,9 @@ def decode_batch(raw, pos, end, limits):
         "attributes": attributes,
         "compression": _CODECS.get(codec) or codec_name(codec),
         "timestamp_type": "log_append" if log_append else "create",
-        "transactional": bool(attributes & _TRANSACTIONAL),
+        "transactional": attributes & _TRANSACTIONAL != 0,
         "control": control,
-        "has_delete_horizon": bool(attributes & _DELETE_HORIZON),
+        "has_delete_horizon": attributes & _DELETE_HORIZON != 0,
         "last_offset_delta": last_offset_delta,
         "base_timestamp": base_timestamp,
         "max_timestamp": max_timestamp,
@@ -112,7 +112,7 @@ def decode_batch(raw, pos, end, limits):
         "records": [],
         "status": common.OK,
         "error": None,
-        "compressed_size": len(body),
+        "compressed_size": end - pos - HEADER_SIZE,
         "uncompressed_size": None,
     }
     records = batch["records"]
@@ -124,7 +124,7 @@ def decode_batch(raw, pos, end, limits):
         if codec and not limits.decompress:
             return batch  # uncompressed size unknown, by choice
         if codec:
-            data = decompress(codec, body, limits)
+            data = decompress(codec, view[pos + HEADER_SIZE : end], limits)
             start, stop = 0, len(data)
         else:
             data, start, stop = raw, pos + HEADER_SIZE, end

@@ -22,6 +22,7 @@ def decode_record_set(raw, limits=DEFAULT_LIMITS):
     if raw is None:
         return None
     raw = bytes(raw)
+    view = memoryview(raw)
     n = len(raw)
     batches = []
     result = {
@@ -48,7 +49,7 @@ def decode_record_set(raw, limits=DEFAULT_LIMITS):
             break
         magic = raw[pos + _MAGIC_AT] if length > _MAGIC_AT - LOG_OVERHEAD else None
         if magic == 2:
-            batches.append(decode_batch(raw, pos, end, limits))
+            batches.append(decode_batch(raw, view, pos, end, limits))
         elif magic in (0, 1):
             batches.append(decode_message(raw, pos, end, limits))
         else:

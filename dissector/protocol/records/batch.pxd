@@ -1,0 +1,9 @@
+# C types for batch.py when Cython compiles it: a batch header's flags are read as C
+# integers, and the module's tables are reached without look-ups.
+cimport cython
+
+cdef dict _CODECS
+cdef object _unpack_header
+
+@cython.locals(codec=int, attributes=int, batch=dict)
+cpdef dict decode_batch(bytes raw, object view, Py_ssize_t pos, Py_ssize_t end, object limits)
