@@ -122,9 +122,9 @@ _M_MMAP_THRESHOLD = -3
 
 def _tune_for_a_whole_capture():
     """Process settings for a run that reads captures to their end and exits."""
-    # Read chunks and large frames come and go by the thousand: glibc would map and unmap
-    # each one and the kernel zero its pages every time (a tenth of the run on real
-    # traffic). Kept in the heap, their memory is reused.
+    # Large frames (Fetch responses of a megabyte) come and go by the thousand: glibc would
+    # map and unmap each one and the kernel zero its pages every time. Kept in the heap,
+    # their memory is reused.
     try:
         libc = ctypes.CDLL(None)
         libc.mallopt(_M_MMAP_THRESHOLD, 64 << 20)

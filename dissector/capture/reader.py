@@ -10,8 +10,11 @@ from dissector.capture import pcap, pcapng
 from dissector.capture.packet import TS_MAX, TS_MIN, Packet
 from dissector.errors import CaptureError
 
-CHUNK = 1024 * 1024
-MAX_READ = 16 * CHUNK  # largest single read, whatever a record claims
+# Bytes a read asks for: a few dozen packets. Chunks this small come from the heap and reuse
+# its memory; chunks of a megabyte were mapped fresh each time (glibc's threshold is 128 KB)
+# and the kernel faulted and zeroed their pages, a third of the time spent reading.
+CHUNK = 64 * 1024
+MAX_READ = 16 * 1024 * 1024  # largest single read, whatever a record claims
 GZIP_MAGIC = b"\x1f\x8b"
 
 # Said once per file, at its first such packet (a file read in pieces says it once too).

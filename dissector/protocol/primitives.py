@@ -156,9 +156,18 @@ def array_count(buf, pos, compact):
     return n, pos
 
 
+_UUIDS = {}  # 16 bytes -> their text: every Fetch names its topics by id, few distinct
+_UUIDS_MAX = 1 << 16
+
+
 def uuid_text(raw):
-    """Kafka prints topic and member ids as URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+    """Kafka prints topic and member ids as URL-safe base64 without padding (raw: bytes)."""
+    text = _UUIDS.get(raw)
+    if text is None:
+        if len(_UUIDS) >= _UUIDS_MAX:
+            _UUIDS.clear()
+        text = _UUIDS[raw] = base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+    return text
 
 
 def uuid_bytes(text):
