@@ -6,6 +6,7 @@ file, a Spark task or a live view never needs the whole table, nor a batch of ex
 
 import pyarrow as pa
 
+from .columns import column
 from .schema import RECORD_TIME, SCHEMAS
 
 BATCH_ROWS = 4096  # exchanges per batch: large enough for Arrow, small enough to stream
@@ -58,7 +59,7 @@ def _pairs_batches(exchanges, schema, batch_rows):
 
 def _columns_batch(rows, schema):
     columns = zip(*rows, strict=True)
-    arrays = [pa.array(values, type=f.type) for values, f in zip(columns, schema, strict=True)]
+    arrays = [column(values, f.type) for values, f in zip(columns, schema, strict=True)]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 

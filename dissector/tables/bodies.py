@@ -19,7 +19,12 @@ def _json_default(value):
 
 def body_json(body):
     """A decoded body as JSON text."""
-    return None if body is None else orjson.dumps(body, _json_default, _OPTIONS).decode()
+    return None if body is None else body_utf8(body).decode()
+
+
+def body_utf8(body):
+    """A decoded body as JSON text in UTF-8 bytes (what Arrow's strings hold)."""
+    return None if body is None else orjson.dumps(body, _json_default, _OPTIONS)
 
 
 def parse_body(value):

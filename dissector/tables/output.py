@@ -13,11 +13,11 @@ import json
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import FORMATS
 from .arrow import to_pandas
+from .columns import column
 from .schema import SCHEMAS, with_capture
 
 ISO = "%Y-%m-%dT%H:%M:%SZ"  # Arrow prints the fraction the unit has after %S
@@ -53,8 +53,8 @@ class TableWriter:
 
     def write(self, batch, capture=None):
         if self.capture:
-            column = pa.array([str(capture)] * batch.num_rows, pa.string())
-            batch = pa.RecordBatch.from_arrays([column, *batch.columns], schema=self.schema)
+            names = column((str(capture),) * batch.num_rows, pa.string())
+            batch = pa.RecordBatch.from_arrays([names, *batch.columns], schema=self.schema)
         self.rows += batch.num_rows
         if self.format == ".parquet":
             self._writer.write_batch(batch)
@@ -86,21 +86,23 @@ def _b64(value):
 
 def as_text(batch, lists_as_json):
     """Column name -> Python values a text format can hold."""
+    import pyarrow.compute as pc  # 25 ms to import: only text formats need it
+
     out = {}
-    for field, column in zip(batch.schema, batch.columns, strict=True):
+    for field, array in zip(batch.schema, batch.columns, strict=True):
         kind = field.type
         if pa.types.is_timestamp(kind):
-            values = pc.strftime(column, format=ISO).to_pylist()
+            values = pc.strftime(array, format=ISO).to_pylist()
         elif pa.types.is_binary(kind):
-            values = [_b64(v) for v in column.to_pylist()]
+            values = [_b64(v) for v in array.to_pylist()]
         elif pa.types.is_list(kind):
-            values = column.to_pylist()
+            values = array.to_pylist()
             if pa.types.is_struct(kind.value_type):  # record headers
                 values = [[dict(h, value=_b64(h["value"])) for h in v] for v in values]
             if lists_as_json:
                 values = [json.dumps(v, separators=(",", ":")) for v in values]
         else:
-            values = column.to_pylist()
+            values = array.to_pylist()
         out[field.name] = values
     return out
 

@@ -1,0 +1,98 @@
+"""Arrow arrays built from their buffers (tables/columns.py) equal what pyarrow builds."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dissector.tables.columns import _offsets, column
+from dissector.tables.schema import RECORD_TIME, SCHEMAS, TIME
+
+CAPTURES = Path(__file__).resolve().parent.parent / "captures"
+
+CASES = [
+    ((1, None, 3), pa.int16()),
+    ((-128, 127, None), pa.int8()),
+    ((2**31 - 1, -(2**31)), pa.int32()),
+    ((1, 2, 3), pa.int64()),
+    ((-5, 2**62, None, 0), pa.int64()),
+    ((None, None), pa.int32()),
+    ((), pa.int64()),
+    ((1.5, None, -2.25, 0.0), pa.float64()),
+    ((True, False, None, True, True, False, False, True, False), pa.bool_()),
+    (("a", "é€😀", None, ""), pa.string()),
+    ((b'{"a":1}', None, "text"), pa.string()),
+    ((b"a", None, b"\x00\xff", b""), pa.binary()),
+    ((["a", "b"], [], ["c"], ["d", "é"]), pa.list_(pa.string())),
+    ((1_795_433_685_038_123_456, None, 0), TIME),
+    ((1_795_433_685_038, None), RECORD_TIME),
+]
+
+
+@pytest.mark.parametrize(("values", "kind"), CASES, ids=[str(k) for _, k in CASES])
+def test_equal_to_pyarrow(values, kind):
+    built = column(values, kind)
+    built.validate(full=True)
+    expected = pa.array(
+        [v.decode() if isinstance(v, bytes) and kind == pa.string() else v for v in values],
+        type=kind,
+    )
+    assert built.type == kind
+    assert built.null_count == sum(v is None for v in values)
+    assert built.equals(expected)
+    assert built.to_pylist() == expected.to_pylist()
+
+
+def test_nine_hundred_values_with_scattered_nulls():
+    """Bitmaps span many bytes: every 7th value null, every 3rd boolean true."""
+    ints = tuple(None if i % 7 == 0 else i * 1000 for i in range(900))
+    bools = tuple(None if i % 7 == 0 else i % 3 == 0 for i in range(900))
+    assert column(ints, pa.int64()).to_pylist() == list(ints)
+    assert column(bools, pa.bool_()).to_pylist() == list(bools)
+
+
+def test_other_types_are_left_to_pyarrow():
+    headers = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    values = ([{"key": "k", "value": b"v"}], [])
+    assert column(values, headers).to_pylist() == list(values)
+
+
+def test_text_beyond_int32_offsets_is_refused():
+    with pytest.raises(ValueError, match="more than int32 offsets hold"):
+        _offsets([2**30, 2**30])
+
+
+def test_every_pairs_column_type_is_built_from_buffers(monkeypatch):
+    """No pairs column falls back to pa.array (which would load pandas)."""
+
+    def refused(*args, **kwargs):
+        raise AssertionError("pa.array called")
+
+    monkeypatch.setattr(pa, "array", refused)
+    for field in SCHEMAS["pairs"]:
+        nulls = (None,) if field.nullable else ()
+        sample = {
+            pa.string(): ("x",),
+            pa.list_(pa.string()): (["t"],),
+        }.get(field.type, (1.0,) if field.type == pa.float64() else (1,))
+        column(sample + nulls, field.type).validate(full=True)
+
+
+def test_writing_pairs_parquet_does_not_load_pandas(tmp_path):
+    """`analyze -o pairs.parquet` stays clear of pandas (150 ms to import)."""
+    out = tmp_path / "pairs.parquet"
+    code = (
+        "import sys\n"
+        "from dissector import cli\n"
+        f"assert cli.main(['analyze', {str(CAPTURES / 'kcat.pcap')!r}, '--no-progress', "
+        f"'-o', {str(out)!r}]) == 0\n"
+        "print('pandas' in sys.modules)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.strip().splitlines()[-1] == "False"
+    assert pq.read_table(out).num_rows > 0
