@@ -136,9 +136,12 @@ def run(program, buf, pos, ctx, d):
             # The length or count, n; -1 for null.
             width = op & 3
             if width == VAR:
-                if pos < end and p[pos] < 128:  # one byte, nearly all
-                    n = p[pos]
+                n = p[pos] if pos < end else 0x80
+                if n < 128:  # one byte, nearly all
                     pos += 1
+                elif pos + 1 < end and p[pos + 1] < 128:  # two: up to 16 KB
+                    n = (n & 0x7F) | p[pos + 1] << 7
+                    pos += 2
                 else:
                     n, pos = uvarint(buf, pos)
                 n -= 1

@@ -28,11 +28,36 @@ def body_filler(api_key, kind, version):
     return None if definition is None else compile_decoder(definition, version)
 
 
-@cache
+def _by_version(compute):
+    """compute(api_key, version), kept under one int: these are looked up for every request
+    and response, where functools.cache would build and hash a tuple of the arguments."""
+    table = {}
+
+    def get(api_key, version):
+        k = api_key << 16 | version & 0xFFFF
+        try:
+            return table[k]
+        except KeyError:
+            value = table[k] = compute(api_key, version)
+            return value
+
+    return get
+
+
+def _scan_program(kind):
+    def compute(api_key, version):
+        definition = schema.message(api_key, kind, version)
+        return None if definition is None else scanner.compile_program(definition, version)
+
+    return _by_version(compute)
+
+
+_SCAN_PROGRAMS = {kind: _scan_program(kind) for kind in ("request", "response")}
+
+
 def body_program(api_key, kind, version):
     """The scan program of a body (scanner.py: notes only, nothing built), or None."""
-    definition = schema.message(api_key, kind, version)
-    return None if definition is None else scanner.compile_program(definition, version)
+    return _SCAN_PROGRAMS[kind](api_key, version)
 
 
 def body_scanner(api_key, kind, version):
@@ -46,14 +71,14 @@ def _header_decoder(name, version):
     return returning_dict(compile_decoder(schema.header(name), version))
 
 
-@cache
+@_by_version
 def request_header_version(api_key, version):
     if api_key == CONTROLLED_SHUTDOWN and version == 0:
         return 0
     return 2 if schema.is_flexible(api_key, "request", version) else 1
 
 
-@cache
+@_by_version
 def response_header_version(api_key, version):
     # ApiVersions responses keep header v0 so that any client can read them.
     if api_key == API_VERSIONS:
@@ -170,7 +195,7 @@ def decode_body(api_key, kind, version, buf, pos, ctx):
 
 def scan_body(api_key, kind, version, buf, pos, ctx):
     """Walk a body as decode_body would, taking only ctx's notes; raises as it would."""
-    program = body_program(api_key, kind, version)
+    program = _SCAN_PROGRAMS[kind](api_key, version)
     if program is None:
         raise DecodeError(unknown(api_key, version), pos)
     try:

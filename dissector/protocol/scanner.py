@@ -126,6 +126,9 @@ def run(program, buf, pos, ctx):
                 n = p[pos]
                 if n < 128:  # one byte, nearly all
                     pos += 1
+                elif pos + 1 < end and p[pos + 1] < 128:  # two: up to 16 KB
+                    n = (n & 0x7F) | p[pos + 1] << 7
+                    pos += 2
                 else:
                     n, pos = uvarint(buf, pos)
                 n -= 1

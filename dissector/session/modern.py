@@ -151,18 +151,19 @@ class ModernSession:
         else:
             body, ctx, reason = self._scan(key, "request", version, frame, header.end)
         topics, names = self._topics(ctx)
+        # By position: a keyword call builds a dict, once per request.
         req = Request(
             frame,
-            api_key=key,
-            api_name=schema.api_names().get(key),
-            api_version=version,
-            correlation_id=header.correlation_id,
-            client_id=header.client_id,
-            body=body,
-            topics=topics,
-            names=names,
-            reason=reason,
-            sets=ctx.record_sets,
+            key,
+            schema.api_names().get(key),
+            version,
+            header.correlation_id,
+            header.client_id,
+            body,
+            topics,
+            reason,
+            names,
+            ctx.record_sets,
         )
         if self.early:
             early = self._claim_early(req)

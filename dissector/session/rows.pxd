@@ -11,6 +11,9 @@ cdef class Side:
 cdef class Request(Side):
     cdef public object api_key, api_name, api_version, correlation_id, client_id
 
+cpdef str endpoint(tuple addr)
+cpdef Py_ssize_t wire_size(frame)
+
 @cython.locals(row=dict, reasons=list, notes=list)
 cpdef build(Connection conn, protocol, Request req, Side resp=*, status=*, correlation_id=*, throttle=*, reason=*, queue_ns=*)
 

@@ -212,12 +212,14 @@ def build(
             row["record_sets"] = ("response", f.data, resp.sets)
         if resp.reason:
             (notes if resp.cut else reasons).append(resp.reason)
-    row["topics"] = sorted(set(topics)) if topics else []
+    # Most exchanges name one topic, or none: no set to sort.
+    row["topics"] = sorted(set(topics)) if len(topics) > 1 else list(topics)
     if names:
         row["topic_names"] = names
     if reason:
         reasons.append(reason)
-    row["reason"] = "; ".join(reasons + notes) or None
+    if reasons or notes:
+        row["reason"] = "; ".join(reasons + notes)
     if status is None:
         if reasons:
             status = ex.MALFORMED
