@@ -291,6 +291,8 @@ class Framer:
                     pos = n
 
     def _sync(self, data, pos, base, frame, ts, out):
+        """Whole frames from data[pos:] (at a frame boundary), until one goes past the end."""
+        p = data
         n = len(data)
         mx = self.max_frame
         append = out.append
@@ -306,8 +308,9 @@ class Framer:
                     self._fts = ts
                     pos = n
                 break
-            size = _i32(data, pos)[0]
-            if size < 0 or size > mx:
+            size = p[pos]  # widened before the shift: 24 bits up overflows a C int
+            size = size << 24 | p[pos + 1] << 16 | p[pos + 2] << 8 | p[pos + 3]
+            if size > mx:  # a negative int32 too (0x7FFFFFFF bounds mx)
                 self._lose("bad-size", skip_first=True)
                 break
             end = pos + 4 + size
