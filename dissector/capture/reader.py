@@ -10,10 +10,14 @@ from dissector.capture import pcap, pcapng
 from dissector.capture.packet import TS_MAX, TS_MIN, Packet
 from dissector.errors import CaptureError
 
-# Bytes a read asks for: a few dozen packets. Chunks this small come from the heap and reuse
-# its memory; chunks of a megabyte were mapped fresh each time (glibc's threshold is 128 KB)
-# and the kernel faulted and zeroed their pages, a third of the time spent reading.
+# Bytes a read of a file asks for: a few dozen packets. Chunks this small come from the heap
+# and reuse its memory; chunks of a megabyte were mapped fresh each time (glibc's threshold
+# is 128 KB) and the kernel faulted and zeroed their pages, a third of the time spent reading.
 CHUNK = 64 * 1024
+# A pipe is drained up to this much a read (a read returns what the pipe holds): its writer
+# must not wait on a full pipe. A tcpdump stopped while blocked in a write can cut the packet
+# it was writing.
+STREAM_CHUNK = 1024 * 1024
 MAX_READ = 16 * 1024 * 1024  # largest single read, whatever a record claims
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -30,8 +34,9 @@ class Source:
     report the end of the stream through `end`.
     """
 
-    def __init__(self, path: str, stream, warnings: list[str]):
+    def __init__(self, path: str, stream, warnings: list[str], chunk: int = CHUNK):
         self.path = path
+        self.chunk = chunk  # bytes a read asks for, at least
         # GzipFile.read() drops what it decompressed when the stream turns out cut short;
         # read1() hands that over first and raises EOFError only on the next call.
         self._read = getattr(stream, "read1", stream.read)
@@ -57,7 +62,7 @@ class Source:
         have = len(parts[0])
         while have < need and not self.eof:
             try:
-                chunk = self._read(min(max(CHUNK, need - have), MAX_READ))
+                chunk = self._read(min(max(self.chunk, need - have), MAX_READ))
             except EOFError:
                 # gzip stream without its end marker: what was decompressed is still good
                 self.eof = True
@@ -210,7 +215,8 @@ class PacketReader:
                 self._raw.unread(head)  # decompressed from the start, as a file seeked back
             self._stream = gzip.GzipFile(fileobj=self._raw, mode="rb")
             self.compressed = True
-        src = self._src = Source(self.path, self._stream, self.warnings)
+        chunk = CHUNK if self._owned else STREAM_CHUNK
+        src = self._src = Source(self.path, self._stream, self.warnings, chunk)
         if self.compressed:
             head = src.refill(b"", 0, pcap.FILE_HEADER_LEN, 1, 0)
             if not head:
