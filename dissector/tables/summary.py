@@ -103,7 +103,8 @@ class _Sums:
 
     def add(self, values):
         sums, unknown = self.sums, self.unknown
-        for i, value in enumerate(values):
+        for i in range(len(values)):
+            value = values[i]
             if value is None:
                 unknown[i] += 1
             else:
@@ -176,15 +177,19 @@ class Summary:
                 self._add_census(e)
 
     def _add_census(self, e):
-        """Volume counted from the record sets' headers, as the session found them."""
+        """Volume counted from the record sets' headers, as the session found them (2.5 an
+        exchange on real traffic): the uncompressed size of a compressed set is unknown."""
         _, data, sets = e.record_sets
+        api, names = e.api_name, e.topic_names
         for topic, start, end in sets:
             if end > start:
                 c = census(data, start, end)
                 size = end - start
-                values = (c.batches, c.records, c.control_records, size, None if c.codecs else size)
-                codecs = {codec: (n, None) for codec, n in c.codecs.items()} if c.codecs else None
-                self._add(e.api_name, e.topic_names.get(topic, topic), values, codecs)
+                codecs = c.codecs
+                values = (c.batches, c.records, c.control_records, size, None if codecs else size)
+                self._volume[(api, names.get(topic, topic))].add(values)
+                for codec, compressed in codecs.items():
+                    self._codecs[(api, codec)].add((compressed, None))
 
     def _add_decoded_volume(self, e):
         """Volume from the decoded bodies (the partitions table's rows)."""
