@@ -20,14 +20,6 @@ def body_decoder(api_key, kind, version):
     return None if fill is None else returning_dict(fill)
 
 
-@cache
-def body_filler(api_key, kind, version):
-    """fill(buf, pos, ctx, d) -> pos: decodes into d, which keeps what was decoded when the
-    body is cut short."""
-    definition = schema.message(api_key, kind, version)
-    return None if definition is None else compile_decoder(definition, version)
-
-
 def _by_version(compute):
     """compute(api_key, version), kept under one int: these are looked up for every request
     and response, where functools.cache would build and hash a tuple of the arguments."""
@@ -44,15 +36,28 @@ def _by_version(compute):
     return get
 
 
-def _scan_program(kind):
-    def compute(api_key, version):
-        definition = schema.message(api_key, kind, version)
-        return None if definition is None else scanner.compile_program(definition, version)
+def _per_kind(compile_program):
+    """kind -> get(api_key, version): what compile_program(definition, version) makes of
+    each message version, or None for versions the schema does not have; made once."""
 
-    return _by_version(compute)
+    def of_kind(kind):
+        def compute(api_key, version):
+            definition = schema.message(api_key, kind, version)
+            return None if definition is None else compile_program(definition, version)
+
+        return _by_version(compute)
+
+    return {kind: of_kind(kind) for kind in ("request", "response")}
 
 
-_SCAN_PROGRAMS = {kind: _scan_program(kind) for kind in ("request", "response")}
+_FILLERS = _per_kind(compile_decoder)
+_SCAN_PROGRAMS = _per_kind(scanner.compile_program)
+
+
+def body_filler(api_key, kind, version):
+    """fill(buf, pos, ctx, d) -> pos: decodes into d, which keeps what was decoded when the
+    body is cut short."""
+    return _FILLERS[kind](api_key, version)
 
 
 def body_program(api_key, kind, version):
@@ -175,7 +180,7 @@ def decode_body(api_key, kind, version, buf, pos, ctx):
     Bytes after the last field are kept under "_trailing_bytes" rather than rejected:
     brokers ignore them too, and some clients send them (librdkafka's Metadata v12).
     """
-    fill = body_filler(api_key, kind, version)
+    fill = _FILLERS[kind](api_key, version)
     if fill is None:
         raise DecodeError(unknown(api_key, version), pos)
     body = {}
