@@ -183,13 +183,13 @@ class Summary:
         api, names = e.api_name, e.topic_names
         for topic, start, end in sets:
             if end > start:
-                c = census(data, start, end)
+                batches, records, control, codecs = census(data, start, end)
                 size = end - start
-                codecs = c.codecs
-                values = (c.batches, c.records, c.control_records, size, None if codecs else size)
+                values = (batches, records, control, size, None if codecs else size)
                 self._volume[(api, names.get(topic, topic))].add(values)
-                for codec, compressed in codecs.items():
-                    self._codecs[(api, codec)].add((compressed, None))
+                if codecs:
+                    for codec, compressed in codecs.items():
+                        self._codecs[(api, codec)].add((compressed, None))
 
     def _add_decoded_volume(self, e):
         """Volume from the decoded bodies (the partitions table's rows)."""

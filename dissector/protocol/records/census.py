@@ -11,21 +11,16 @@ _LOG_OVERHEAD = 12  # offset (int64) and length (int32) of every batch and messa
 _BATCH_HEADER = 61  # a magic 2 batch's header, to the end of its record count
 
 
-class Census:
-    __slots__ = ("batches", "records", "control_records", "codecs")
-
-    def __init__(self):
-        self.batches = 0
-        self.records = 0  # data records; None once a count is unknown
-        self.control_records = 0
-        self.codecs = {}  # codec -> bytes of compressed batch bodies
-
-
 def census(buf, start, end):
-    """The Census of the record set at buf[start:end] (bytes; a partial last entry is left
-    out, as a Fetch response may end in one). Big-endian fields are read byte by byte: a
-    census runs for every record set, and compiled (census.pxd) this is plain C."""
-    c = Census()
+    """(batches, records, control records, codecs) of the record set at buf[start:end]
+    (bytes; a partial last entry is left out, as a Fetch response may end in one). `records`
+    counts data records, None once a count is unknown; `codecs` maps each codec to the bytes
+    of its compressed batch bodies (None when no batch is compressed). Big-endian fields are
+    read byte by byte: a census runs for every record set, and compiled (census.pxd) this is
+    plain C."""
+    batches = records = control = 0
+    known = True  # whether records is a count
+    codecs = None
     p = buf
     pos = start
     while end - pos >= _LOG_OVERHEAD:
@@ -35,7 +30,8 @@ def census(buf, start, end):
         if length < 5 or stop > end:
             break
         magic = p[pos + 16]
-        c.batches += 1
+        batches += 1
+        size = 0  # bytes of a compressed body
         if magic == 2 and length >= _BATCH_HEADER - _LOG_OVERHEAD:
             attributes = p[pos + 22]  # the low byte of the int16 holds codec and control bit
             count = p[pos + 57]
@@ -44,19 +40,24 @@ def census(buf, start, end):
                 count -= 0x100000000
             codec = attributes & 0x07
             if attributes & 0x20:
-                c.control_records += count
-            elif c.records is not None:
-                c.records += count
+                control += count
+            else:
+                records += count
             if codec:
-                name = codec_name(codec)
-                c.codecs[name] = c.codecs.get(name, 0) + stop - pos - _BATCH_HEADER
+                size = stop - pos - _BATCH_HEADER
         elif magic in (0, 1):
             codec = p[pos + 17] & 0x07
             if codec:
-                c.records = None
-                name = codec_name(codec)
-                c.codecs[name] = c.codecs.get(name, 0) + length
-            elif c.records is not None:
-                c.records += 1
+                known = False  # a compressed message hides how many it wraps
+                size = length
+            else:
+                records += 1
+        else:
+            codec = 0
+        if codec:
+            if codecs is None:
+                codecs = {}
+            name = codec_name(codec)
+            codecs[name] = codecs.get(name, 0) + size
         pos = stop
-    return c
+    return batches, records if known else None, control, codecs
