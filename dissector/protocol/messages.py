@@ -9,7 +9,7 @@ from . import scanner, schema
 from .apikeys import API_VERSIONS, CONTROLLED_SHUTDOWN
 from .codegen import Context
 from .decoder import compile_decoder, returning_dict
-from .primitives import i32, string, utf8
+from .primitives import i32, string
 
 
 @cache
@@ -96,9 +96,6 @@ def response_header_version(api_key, version):
 PLAUSIBLE = 255
 _HEADER_CONTEXT = Context()  # headers carry nothing a context notes: one serves them all
 _new = tuple.__new__
-# The fields every request header starts with, and those v1 and v2 follow them with.
-_KEY_VERSION = struct.Struct(">hh").unpack_from
-_CORRELATION_CLIENT = struct.Struct(">ih").unpack_from  # correlation id, client id length
 
 
 class RequestHeader(NamedTuple):
@@ -115,19 +112,33 @@ def decode_request_header(buf):
     in every header version, so a header whose version the schema cannot tell (an unknown
     API key or version, sent with another header version than guessed) still gives them,
     and its client id when one parses there."""
+    if buf.__class__ is not bytes:
+        buf = bytes(buf)
     size = len(buf)
     if size < 8:
         raise DecodeError(f"request of {size} bytes is shorter than a header", 0)
-    api_key, version = _KEY_VERSION(buf, 0)
+    p = buf  # read byte by byte: compiled (messages.pxd), through a pointer
+    api_key = p[0] << 8 | p[1]
+    version = p[2] << 8 | p[3]
+    if api_key >= 0x8000:
+        api_key -= 0x10000
+    if version >= 0x8000:
+        version -= 0x10000
     hv = request_header_version(api_key, version)
     if hv and size >= 10:
-        # Nearly every header, read at once: v1, or v2 with no tagged field (its count, a
-        # zero byte, ends it), with the client id the schema puts after the fixed fields (a
+        # Nearly every header, read here: v1, or v2 with no tagged field (its count, a zero
+        # byte, ends it), with the client id the schema puts after the fixed fields (a
         # nullable int16-length string in both). Anything else takes the decode program.
-        correlation_id, n = _CORRELATION_CLIENT(buf, 4)
+        correlation_id = p[4]  # widened before the shift: 24 bits up overflows a C int
+        correlation_id = correlation_id << 24 | p[5] << 16 | p[6] << 8 | p[7]
+        if correlation_id >= 0x80000000:
+            correlation_id -= 0x100000000
+        n = p[8] << 8 | p[9]
+        if n >= 0x8000:
+            n -= 0x10000
         end = 10 + n if n > 0 else 10
-        if hv == 1 and end <= size or hv == 2 and end < size and buf[end] == 0:
-            client_id = utf8(buf[10:end]) if n >= 0 else None
+        if hv == 1 and end <= size or hv == 2 and end < size and p[end] == 0:
+            client_id = p[10:end].decode("utf-8", "replace") if n >= 0 else None
             fields = (api_key, version, correlation_id, client_id, None, end + hv - 1)
             return _new(RequestHeader, fields)  # without the Python-level __new__
     try:

@@ -4,7 +4,7 @@ cimport cython
 
 from dissector.protocol.codegen cimport Context
 from dissector.tcp.connection cimport Connection
-from dissector.session.rows cimport Malformed, Request, Side
+from dissector.session.rows cimport Malformed, Request, Side, build
 
 cdef class ModernSession:
     cdef public Connection conn

@@ -340,7 +340,9 @@ class ModernSession:
         resp = Side(
             frame, body, topics, ctx.error, error_name(ctx.error), reason, names, ctx.record_sets
         )
-        return build(self.conn, PROTOCOL, req, resp, throttle=throttle, queue_ns=queued)
+        # By position (status, correlation id and reason left to build): keywords would make
+        # this a Python call, once an exchange.
+        return build(self.conn, PROTOCOL, req, resp, None, None, throttle, None, queued)
 
     # -- raw SASL (after SaslHandshake v0) ---------------------------------------------------
 

@@ -11,6 +11,9 @@ cdef class Side:
 cdef class Request(Side):
     cdef public object api_key, api_name, api_version, correlation_id, client_id
 
+cdef dict _UNSET, _ENDPOINTS
+cdef Py_ssize_t _ENDPOINTS_MAX
+
 cpdef str endpoint(tuple addr)
 cpdef Py_ssize_t wire_size(frame)
 

@@ -212,8 +212,11 @@ def build(
             row["record_sets"] = ("response", f.data, resp.sets)
         if resp.reason:
             (notes if resp.cut else reasons).append(resp.reason)
-    # Most exchanges name one topic, or none: no set to sort.
-    row["topics"] = sorted(set(topics)) if len(topics) > 1 else list(topics)
+    # Most exchanges name one topic, in the request and again in the response: no set to sort.
+    if len(topics) == 2 and topics[0] == topics[1]:
+        row["topics"] = [topics[0]]
+    else:
+        row["topics"] = sorted(set(topics)) if len(topics) > 1 else list(topics)
     if names:
         row["topic_names"] = names
     if reason:
