@@ -13,3 +13,6 @@ cpdef Py_ssize_t run(tuple program, bytes buf, Py_ssize_t pos, Context ctx, dict
 
 @cython.locals(_i=Py_ssize_t, items=list, value=dict)
 cdef Py_ssize_t _values(tuple ins, Py_ssize_t n, bytes buf, Py_ssize_t pos, Context ctx, dict d) except -1
+
+cdef int _note(Context ctx, str note, name, v) except -1
+cdef Py_ssize_t _tags(bytes buf, Py_ssize_t pos, Context ctx, dict d, dict known) except -1

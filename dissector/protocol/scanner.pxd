@@ -10,3 +10,6 @@ cdef int I16, I32, VAR, SIZED, STEP, TOPIC, RECORDS, ARRAY, ARRAY_FIXED, TOPICS
 
 @cython.locals(p="const unsigned char *", end=Py_ssize_t, op=int, width=int, kind=int, n=Py_ssize_t, _i=Py_ssize_t, start=Py_ssize_t, ins=tuple)
 cpdef Py_ssize_t run(tuple program, bytes buf, Py_ssize_t pos, Context ctx) except -1
+
+cdef Py_ssize_t _rare(tuple ins, bytes buf, Py_ssize_t pos, Context ctx) except -1
+cdef Py_ssize_t _tags(bytes buf, Py_ssize_t pos, Context ctx, dict known) except -1
