@@ -23,6 +23,7 @@ from ..protocol.apikeys import (
 from ..protocol.codegen import Context
 from ..protocol.embedded import decode_group_protocol
 from ..protocol.errors import error_name
+from ..protocol.messages import decode_request_header
 from ..protocol.primitives import i32
 from . import exchange as ex
 from .directory import NO_TOPIC_ID
@@ -130,7 +131,7 @@ class ModernSession:
             self.raw_pending.clear()
             return early + self.request(frame)
         try:
-            header = messages.decode_request_header(data)
+            header = decode_request_header(data)
         except DecodeError as e:
             self.bad.count(REQUEST, frame.data)
             req = Request(frame, reason=f"request header: {e}")
