@@ -3,10 +3,10 @@
 # and counts as C integers and fills dicts with C calls.
 cimport cython
 
-from dissector.protocol.codegen cimport Context
+from dissector.protocol.codegen cimport Context, read_length
 
 cdef int RUN, TAGS, STRUCT, NULLABLE, UUID
-cdef int I16, I32, VAR, SIZED, STRING, BYTES, RECORDS, ARRAY, ARRAY_FIXED, ARRAY_VALUES
+cdef int SIZED, STRING, BYTES, RECORDS, ARRAY, ARRAY_FIXED, ARRAY_VALUES
 
 @cython.locals(p="const unsigned char *", end=Py_ssize_t, op=int, width=int, kind=int, n=Py_ssize_t, _i=Py_ssize_t, i=Py_ssize_t, start=Py_ssize_t, text=bint, size=Py_ssize_t, ins=tuple, e=dict, items=list, names=tuple, values=tuple)
 cpdef Py_ssize_t run(tuple program, bytes buf, Py_ssize_t pos, Context ctx, dict d) except -1

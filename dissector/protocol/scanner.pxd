@@ -3,10 +3,10 @@
 # opcodes as C constants.
 cimport cython
 
-from dissector.protocol.codegen cimport Context
+from dissector.protocol.codegen cimport Context, read_length
 
 cdef int SKIP, TAGS, TOP_ERROR, FIRST_ERROR, FIELD, TOPIC_ID, NULLABLE
-cdef int I16, I32, VAR, SIZED, STEP, TOPIC, RECORDS, ARRAY, ARRAY_FIXED, TOPICS
+cdef int VAR, SIZED, STEP, TOPIC, RECORDS, ARRAY, ARRAY_FIXED, TOPICS
 
 @cython.locals(p="const unsigned char *", end=Py_ssize_t, op=int, width=int, kind=int, n=Py_ssize_t, _i=Py_ssize_t, start=Py_ssize_t, ins=tuple)
 cpdef Py_ssize_t run(tuple program, bytes buf, Py_ssize_t pos, Context ctx) except -1

@@ -15,8 +15,8 @@ import struct
 
 from ..errors import DecodeError
 from . import codegen
-from .codegen import FIXED, Layout, note_kind
-from .primitives import compact_string, string, tagged_fields, uuid_text, uvarint
+from .codegen import FIXED, Layout, note_kind, read_length
+from .primitives import compact_string, string, tagged_fields, uuid_text
 from .schema import in_range
 
 # Opcodes of fields with no length; the argument each takes.
@@ -29,8 +29,8 @@ TOPIC_ID = 5  # -: a 16-byte topic id
 NULLABLE = 6  # program: an int8 presence marker, then the struct if >= 0
 
 # Fields that start with a length or a count: the opcode is one of these kinds plus how that
-# number is encoded (codegen.I16, I32 or VAR), so one piece of the loop reads it for all.
-I16, I32, VAR = codegen.I16, codegen.I32, codegen.VAR
+# number is encoded (codegen.I16, I32 or VAR), which codegen.read_length reads for all.
+VAR = codegen.VAR
 SIZED = 8  # the first kind
 STEP = 8  # -: bytes or a string that carry no note
 TOPIC = 12  # -: a topic name, noted
@@ -118,35 +118,8 @@ def run(program, buf, pos, ctx):
             if pos > end:
                 raise IndexError
         elif op >= SIZED:
-            # The length or count, n; -1 for null.
-            width = op & 3
-            if width == VAR:
-                if pos >= end:
-                    raise IndexError
-                n = p[pos]
-                if n < 128:  # one byte, nearly all
-                    pos += 1
-                elif pos + 1 < end and p[pos + 1] < 128:  # two: up to 16 KB
-                    n = (n & 0x7F) | p[pos + 1] << 7
-                    pos += 2
-                else:
-                    n, pos = uvarint(buf, pos)
-                n -= 1
-            elif width == I16:
-                if pos + 2 > end:
-                    raise IndexError
-                n = p[pos] << 8 | p[pos + 1]
-                pos += 2
-                if n >= 0x8000:
-                    n = -1
-            else:
-                if pos + 4 > end:
-                    raise IndexError
-                n = p[pos]  # widened before the shift: 24 bits up overflows a C int
-                n = n << 24 | p[pos + 1] << 16 | p[pos + 2] << 8 | p[pos + 3]
-                pos += 4
-                if n >= 0x80000000:
-                    n = -1
+            width = op & 3  # how the length or count, n, is encoded; -1 for null
+            n, pos = read_length(buf, pos, end, width)
             kind = op - width
             if kind <= RECORDS:  # n bytes
                 start = pos
