@@ -28,6 +28,7 @@ HOT_PATH = [
     "dissector/protocol/codegen.py",
     "dissector/protocol/messages.py",
     "dissector/protocol/decoder.py",
+    "dissector/protocol/errors.py",
     "dissector/protocol/scanner.py",
     "dissector/protocol/records/*.py",
     "dissector/session/*.py",

@@ -1,6 +1,14 @@
 # C types for messages.py when Cython compiles it: the fixed fields of a request header are
-# read through a pointer, as C integers.
+# read through a pointer, as C integers; the session calls the header reader and the scan
+# in C.
 cimport cython
+
+from dissector.protocol.codegen cimport Context
+
+cdef dict _FILLERS, _SCAN_PROGRAMS
+
+cpdef scan_body(api_key, kind, version, buf, Py_ssize_t pos, Context ctx)
+cpdef tuple decode_response_header(buf, api_key, version)
 
 @cython.locals(p="const unsigned char *", size=Py_ssize_t, api_key=int, version=int, hv=int, correlation_id="long long", n=int, end=Py_ssize_t)
 cpdef decode_request_header(buf)

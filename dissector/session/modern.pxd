@@ -3,7 +3,7 @@
 cimport cython
 
 from dissector.protocol.codegen cimport Context
-from dissector.protocol.messages cimport decode_request_header
+from dissector.protocol.messages cimport decode_request_header, decode_response_header, scan_body
 from dissector.tcp.connection cimport Connection
 from dissector.session.rows cimport Malformed, Request, Side, build
 

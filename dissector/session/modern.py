@@ -23,7 +23,7 @@ from ..protocol.apikeys import (
 from ..protocol.codegen import Context
 from ..protocol.embedded import decode_group_protocol
 from ..protocol.errors import error_name
-from ..protocol.messages import decode_request_header
+from ..protocol.messages import decode_request_header, decode_response_header, scan_body
 from ..protocol.primitives import i32
 from . import exchange as ex
 from .directory import NO_TOPIC_ID
@@ -211,7 +211,7 @@ class ModernSession:
         data = frame.data
         ctx = Context(self.records)
         try:
-            messages.scan_body(key, kind, version, data, pos, ctx)
+            scan_body(key, kind, version, data, pos, ctx)
         except DecodeError:
             return self._decode(key, kind, version, frame, pos)
         return LazyBody(_decode_later, key, kind, version, data, pos, self.records), ctx, None
@@ -318,7 +318,7 @@ class ModernSession:
             return build(self.conn, PROTOCOL, req, Side(frame), status=ex.MALFORMED)
         data = frame.data
         try:
-            _, pos = messages.decode_response_header(data, key, version)
+            _, pos = decode_response_header(data, key, version)
         except DecodeError as e:
             self.bad.count(RESPONSE, data)
             resp = Side(frame, reason=f"response body: {e}")
