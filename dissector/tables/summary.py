@@ -177,8 +177,8 @@ class Summary:
                 self._add_census(e)
 
     def _add_census(self, e):
-        """Volume counted from the record sets' headers, as the session found them (2.5 an
-        exchange on real traffic): the uncompressed size of a compressed set is unknown."""
+        """Volume counted from the record sets' headers, as the session found them (2.5 record
+        sets an exchange on real traffic): a compressed set's uncompressed size is unknown."""
         _, data, sets = e.record_sets
         api, names = e.api_name, e.topic_names
         for topic, start, end in sets:
