@@ -25,7 +25,7 @@ FIXED = {
 
 
 # How the length of a string or bytes, or the count of an array, is encoded: both programs
-# put it in the low two bits of an opcode, so one piece of each loop reads every length.
+# put it in the low two bits of an opcode, and read_length reads every length for both.
 I16 = 1  # int16, -1 null (strings)
 I32 = 2  # int32, -1 null (bytes, records, arrays)
 VAR = 3  # unsigned varint of the number + 1, 0 null (compact forms)
