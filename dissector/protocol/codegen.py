@@ -8,7 +8,7 @@ sets lie), so nothing walks a decoded dict afterwards; `note_kind` says which fi
 which note.
 """
 
-from .primitives import uvarint
+from .primitives import I16, I32, VAR
 from .schema import in_range
 
 FIXED = {
@@ -22,42 +22,6 @@ FIXED = {
     "bool": ("?", 1),
     "uuid": ("16s", 16),
 }
-
-
-# How the length of a string or bytes, or the count of an array, is encoded: both programs
-# put it in the low two bits of an opcode, and read_length reads every length for both.
-I16 = 1  # int16, -1 null (strings)
-I32 = 2  # int32, -1 null (bytes, records, arrays)
-VAR = 3  # unsigned varint of the number + 1, 0 null (compact forms)
-
-
-def read_length(buf, pos, end, width):
-    """(n, position after it): the length or count at buf[pos] (bytes; the frame ends at
-    `end`), encoded as `width` says; -1 for null. Both loops read every string, bytes,
-    records and array with it: compiled (codegen.pxd), a C call reading through a pointer,
-    one- and two-byte varints inline. A field cut short raises IndexError (DecodeError for a
-    varint), as the primitives' readers do."""
-    p = buf
-    if width == VAR:
-        n = p[pos] if pos < end else 0x80
-        if n < 128:  # one byte, nearly all
-            pos += 1
-        elif pos + 1 < end and p[pos + 1] < 128:  # two: up to 16 KB
-            n = (n & 0x7F) | p[pos + 1] << 7
-            pos += 2
-        else:
-            n, pos = uvarint(buf, pos)
-        return n - 1, pos
-    if width == I16:
-        if pos + 2 > end:
-            raise IndexError
-        n = p[pos] << 8 | p[pos + 1]
-        return (-1 if n >= 0x8000 else n), pos + 2
-    if pos + 4 > end:
-        raise IndexError
-    n = p[pos]  # widened before the shift: 24 bits up overflows a C int
-    n = n << 24 | p[pos + 1] << 16 | p[pos + 2] << 8 | p[pos + 3]
-    return (-1 if n >= 0x80000000 else n), pos + 4
 
 
 # Top-level fields noted by name (Context.fields): the session and the tables need them.

@@ -3,7 +3,8 @@
 # and counts as C integers and fills dicts with C calls.
 cimport cython
 
-from dissector.protocol.codegen cimport Context, read_length
+from dissector.protocol.codegen cimport Context
+from dissector.protocol.primitives cimport read_length
 
 cdef int RUN, TAGS, STRUCT, NULLABLE, UUID
 cdef int SIZED, STRING, BYTES, RECORDS, ARRAY, ARRAY_FIXED, ARRAY_VALUES

@@ -13,9 +13,8 @@ bytes in C and builds the dict with C calls.
 import struct
 from functools import partial
 
-from ..errors import DecodeError
-from .codegen import FIXED, Layout, note_kind, read_length
-from .primitives import tagged_fields, uuid_text
+from .codegen import FIXED, Layout, note_kind
+from .primitives import past_end, read_length, tagged_fields, too_many, uuid_text
 from .schema import in_range
 
 # Opcodes; the argument each takes.
@@ -26,7 +25,7 @@ NULLABLE = 3  # program: an int8 presence marker, then the struct if >= 0
 UUID = 4  # -: an array's 16-byte id (a field's is in a RUN)
 
 # Fields that start with a length or a count: the opcode is one of these kinds plus how that
-# number is encoded (codegen.I16, I32 or VAR), which codegen.read_length reads for all.
+# number is encoded (primitives.I16, I32 or VAR), which primitives.read_length reads for all.
 SIZED = 8  # the first kind
 STRING = 8  # note ("topic" or None)
 BYTES = 12  # -
@@ -141,10 +140,7 @@ def run(program, buf, pos, ctx, d):
                     start = pos
                     pos += n
                     if pos > end:
-                        what = "string" if kind == STRING else "bytes"
-                        raise DecodeError(
-                            f"{what} of {n} bytes runs past the end of the frame", start
-                        )
+                        raise past_end("string" if kind == STRING else "bytes", n, start)
                     text = kind == STRING
                     v = p[start:pos].decode("utf-8", "replace") if text else p[start:pos]
                 if kind == STRING:
@@ -161,7 +157,7 @@ def run(program, buf, pos, ctx, d):
                 d[ins[1]] = None
             else:  # n elements
                 if n > end - pos:
-                    raise DecodeError(f"array of {n} elements cannot fit in {end - pos} bytes", pos)
+                    raise too_many(n, end, pos)
                 if kind == ARRAY:
                     items = []
                     d[ins[1]] = items

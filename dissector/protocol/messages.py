@@ -158,7 +158,7 @@ def _bare_header(buf, api_key, version):
     (correlation_id,) = i32(buf, 4)
     try:
         client_id, end = string(buf, 8)
-    except (struct.error, DecodeError):
+    except (IndexError, DecodeError):
         raise DecodeError("request header runs past the end of the frame", len(buf)) from None
     return RequestHeader(api_key, version, correlation_id, client_id, None, end)
 

@@ -59,100 +59,95 @@ def varlong(buf, pos):
     return (v >> 1) ^ -(v & 1), pos
 
 
-def _take(buf, pos, n, what):
+# How the length of a string or bytes, or the count of an array, is encoded (the decode and
+# scan programs carry it in the low two bits of an opcode).
+I16 = 1  # int16, -1 null (strings)
+I32 = 2  # int32, -1 null (bytes, records, arrays)
+VAR = 3  # unsigned varint of the number + 1, 0 null (compact forms)
+
+
+def read_length(buf, pos, end, width):
+    """(n, position after it): the length or count at buf[pos] (bytes; the frame ends at
+    `end`), encoded as `width` says; -1 for null. Every string, bytes, records and array is
+    read with it: compiled (primitives.pxd), a C call reading through a pointer, one- and
+    two-byte varints inline. A length cut short raises IndexError (DecodeError for a varint)."""
+    p = buf
+    if width == VAR:
+        n = p[pos] if pos < end else 0x80
+        if n < 128:  # one byte, nearly all
+            pos += 1
+        elif pos + 1 < end and p[pos + 1] < 128:  # two: up to 16 KB
+            n = (n & 0x7F) | p[pos + 1] << 7
+            pos += 2
+        else:
+            n, pos = uvarint(buf, pos)
+        return n - 1, pos
+    if width == I16:
+        if pos + 2 > end:
+            raise IndexError
+        n = p[pos] << 8 | p[pos + 1]
+        return (-1 if n >= 0x8000 else n), pos + 2
+    if pos + 4 > end:
+        raise IndexError
+    n = p[pos]  # widened before the shift: 24 bits up overflows a C int
+    n = n << 24 | p[pos + 1] << 16 | p[pos + 2] << 8 | p[pos + 3]
+    return (-1 if n >= 0x80000000 else n), pos + 4
+
+
+def past_end(what, n, pos):
+    """The error of a string or bytes of n bytes at pos that the frame does not hold."""
+    return DecodeError(f"{what} of {n} bytes runs past the end of the frame", pos)
+
+
+def too_many(n, end, pos):
+    """The error of an array of n elements at pos that the frame (ending at `end`) cannot
+    hold: each element takes a byte at least."""
+    return DecodeError(f"array of {n} elements cannot fit in {end - pos} bytes", pos)
+
+
+def _sized(buf, pos, width, what):
+    """(bytes or None, position after them): a length encoded as `width`, then its bytes."""
+    if buf.__class__ is not bytes:
+        buf = bytes(buf)
+    n, pos = read_length(buf, pos, len(buf), width)
+    if n < 0:
+        return None, pos
     end = pos + n
     if end > len(buf):
-        raise DecodeError(f"{what} of {n} bytes runs past the end of the frame", pos)
-    return end
-
-
-def utf8(raw):
-    """Text of a string's bytes; bytes that are not UTF-8 become U+FFFD."""
-    return bytes(raw).decode("utf-8", "replace")
+        raise past_end(what, n, pos)
+    return buf[pos:end], end
 
 
 def string(buf, pos):
-    """int16 length (-1 = null) then UTF-8."""
-    (n,), pos = i16(buf, pos), pos + 2
-    if n < 0:
-        return None, pos
-    end = _take(buf, pos, n, "string")
-    return utf8(buf[pos:end]), end
+    """int16 length (-1 = null) then UTF-8 (bytes that are not UTF-8 become U+FFFD)."""
+    raw, pos = _sized(buf, pos, I16, "string")
+    return (None if raw is None else raw.decode("utf-8", "replace")), pos
 
 
 def compact_string(buf, pos):
     """unsigned varint length+1 (0 = null) then UTF-8."""
-    n, pos = uvarint(buf, pos)
-    if n == 0:
-        return None, pos
-    end = _take(buf, pos, n - 1, "string")
-    return utf8(buf[pos:end]), end
+    raw, pos = _sized(buf, pos, VAR, "string")
+    return (None if raw is None else raw.decode("utf-8", "replace")), pos
 
 
 def bytes_(buf, pos):
     """int32 length (-1 = null) then raw bytes."""
-    (n,), pos = i32(buf, pos), pos + 4
-    if n < 0:
-        return None, pos
-    end = _take(buf, pos, n, "bytes")
-    return bytes(buf[pos:end]), end
+    return _sized(buf, pos, I32, "bytes")
 
 
 def compact_bytes(buf, pos):
-    n, pos = uvarint(buf, pos)
-    if n == 0:
-        return None, pos
-    end = _take(buf, pos, n - 1, "bytes")
-    return bytes(buf[pos:end]), end
-
-
-def skip_string(buf, pos):
-    """Past an int16-length string (or -1, null) without decoding it."""
-    (n,), pos = i16(buf, pos), pos + 2
-    return pos if n < 0 else _take(buf, pos, n, "string")
-
-
-def skip_bytes(buf, pos):
-    (n,), pos = i32(buf, pos), pos + 4
-    return pos if n < 0 else _take(buf, pos, n, "bytes")
-
-
-def skip_compact(buf, pos):
-    """Past a compact string or compact bytes without copying them."""
-    n, pos = uvarint(buf, pos)
-    return pos if n == 0 else _take(buf, pos, n - 1, "string")
-
-
-def span_bytes(buf, pos):
-    """(start, end) of int32-length bytes without copying them; start None when null."""
-    (n,), pos = i32(buf, pos), pos + 4
-    if n < 0:
-        return None, pos
-    return pos, _take(buf, pos, n, "bytes")
-
-
-def span_compact(buf, pos):
-    n, pos = uvarint(buf, pos)
-    if n == 0:
-        return None, pos
-    return pos, _take(buf, pos, n - 1, "bytes")
-
-
-def too_many(n, buf, pos):
-    raise DecodeError(f"array of {n} elements cannot fit in {len(buf) - pos} bytes", pos)
+    return _sized(buf, pos, VAR, "bytes")
 
 
 def array_count(buf, pos, compact):
     """Element count of an array: None for a null array. Bounded by the bytes left."""
-    if compact:
-        n, pos = uvarint(buf, pos)
-        n -= 1
-    else:
-        (n,), pos = i32(buf, pos), pos + 4
+    if buf.__class__ is not bytes:
+        buf = bytes(buf)
+    n, pos = read_length(buf, pos, len(buf), VAR if compact else I32)
     if n < 0:
         return None, pos
     if n > len(buf) - pos:
-        raise DecodeError(f"array of {n} elements cannot fit in {len(buf) - pos} bytes", pos)
+        raise too_many(n, len(buf), pos)
     return n, pos
 
 
@@ -183,7 +178,9 @@ def tagged_fields(buf, pos):
     for _ in range(count):
         tag, pos = uvarint(buf, pos)
         size, pos = uvarint(buf, pos)
-        end = _take(buf, pos, size, "tagged field")
+        end = pos + size
+        if end > len(buf):
+            raise past_end("tagged field", size, pos)
         tags[tag] = bytes(buf[pos:end])
         pos = end
     return tags, pos

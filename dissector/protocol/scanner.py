@@ -13,10 +13,8 @@ exchange.
 
 import struct
 
-from ..errors import DecodeError
-from . import codegen
-from .codegen import FIXED, Layout, note_kind, read_length
-from .primitives import compact_string, string, tagged_fields, uuid_text
+from .codegen import FIXED, Layout, note_kind
+from .primitives import past_end, read_length, tagged_fields, too_many, uuid_text
 from .schema import in_range
 
 # Opcodes of fields with no length; the argument each takes.
@@ -29,15 +27,14 @@ TOPIC_ID = 5  # -: a 16-byte topic id
 NULLABLE = 6  # program: an int8 presence marker, then the struct if >= 0
 
 # Fields that start with a length or a count: the opcode is one of these kinds plus how that
-# number is encoded (codegen.I16, I32 or VAR), which codegen.read_length reads for all.
-VAR = codegen.VAR
+# number is encoded (primitives.I16, I32 or VAR), which primitives.read_length reads for all.
 SIZED = 8  # the first kind
 STEP = 8  # -: bytes or a string that carry no note
 TOPIC = 12  # -: a topic name, noted
 RECORDS = 16  # -: records, noted with the topic they follow
 ARRAY = 20  # program of an element: an array of them
 ARRAY_FIXED = 24  # element size: an array of fixed-width elements
-TOPICS = 28  # -: an array of topic names (strings of the array's form)
+TOPICS = 28  # how each name's length is encoded: an array of topic names
 
 
 def compile_program(definition, version):
@@ -88,7 +85,7 @@ def _field(layout, f, depth):
     if t.startswith("[]"):
         elem = t[2:]
         if kind == "topics":
-            return [(TOPICS + width,)]
+            return [(TOPICS + width, layout.width(dict(f, type=elem)))]
         if elem == "struct":
             element = _struct(layout, f["fields"], depth + 1)
         elif elem in FIXED:
@@ -137,7 +134,7 @@ def run(program, buf, pos, ctx):
                     ctx.topic = v
             elif n >= 0:  # n elements
                 if n > end - pos:
-                    raise DecodeError(f"array of {n} elements cannot fit in {end - pos} bytes", pos)
+                    raise too_many(n, end, pos)
                 if kind == ARRAY:
                     element = ins[1]
                     for _i in range(n):
@@ -146,12 +143,15 @@ def run(program, buf, pos, ctx):
                     pos += n * ins[1]
                     if pos > end:
                         raise IndexError
-                else:
-                    read = compact_string if width == VAR else string
+                else:  # topic names
                     for _i in range(n):
-                        v, pos = read(buf, pos)
-                        if v:
-                            ctx.topics.append(v)
+                        k, pos = read_length(buf, pos, end, ins[1])
+                        if k > 0:
+                            start = pos
+                            pos += k
+                            if pos > end:
+                                raise past_end("string", k, start)
+                            ctx.topics.append(p[start:pos].decode("utf-8", "replace"))
         elif op == TAGS:
             if pos >= end:
                 raise IndexError

@@ -119,6 +119,13 @@ class _Sums:
         return {name: None if self.unknown[i] else self.sums[i] for i, name in enumerate(names)}
 
 
+def _with_ratio(row):
+    """A volume row with its compression ratio, uncompressed over compressed bytes."""
+    raw, size = row["uncompressed_bytes"], row["bytes"]
+    row["ratio"] = raw / size if raw is not None and size else None
+    return row
+
+
 class _Api:
     __slots__ = ("requests", "latency", "queue", "errors", "unanswered")
 
@@ -186,10 +193,9 @@ class Summary:
                 batches, records, control, codecs = census(data, start, end)
                 size = end - start
                 values = (batches, records, control, size, None if codecs else size)
-                self._volume[(api, names.get(topic, topic))].add(values)
-                if codecs:
-                    for codec, compressed in codecs.items():
-                        self._codecs[(api, codec)].add((compressed, None))
+                if codecs:  # compressed bytes, their uncompressed size unknown
+                    codecs = {codec: (n, None) for codec, n in codecs.items()}
+                self._add(api, names.get(topic, topic), values, codecs)
 
     def _add_decoded_volume(self, e):
         """Volume from the decoded bodies (the partitions table's rows)."""
@@ -233,19 +239,13 @@ class Summary:
     def volume(self):
         rows = []
         for (api, topic), sums in sorted(self._volume.items(), key=lambda kv: str(kv[0])):
-            row = {"api_name": api, "topic": topic, **sums.row(VOLUME)}
-            raw, size = row["uncompressed_bytes"], row["bytes"]
-            row["ratio"] = raw / size if raw is not None and size else None
-            rows.append(row)
+            rows.append(_with_ratio({"api_name": api, "topic": topic, **sums.row(VOLUME)}))
         return rows
 
     def codecs(self):
         rows = []
         for (api, codec), sums in sorted(self._codecs.items()):
-            row = sums.row(CODEC)
-            raw, size = row["uncompressed_bytes"], row["bytes"]
-            ratio = raw / size if raw is not None and size else None
-            rows.append({"api_name": api, "codec": codec, **row, "ratio": ratio})
+            rows.append(_with_ratio({"api_name": api, "codec": codec, **sums.row(CODEC)}))
         return rows
 
     def text(self, title=""):
