@@ -8,7 +8,6 @@ for exchange in dissector.dissect("traffic.pcap"):
 
 from .errors import CaptureError, DecodeError, DissectorError
 from .flow import Dissector
-from .live import sniff
 from .session.exchange import COLUMNS, Exchange
 from .source import dissect, read_pcap
 
@@ -28,7 +27,12 @@ __all__ = [
 
 
 def __getattr__(name):
-    # Table helpers load Arrow and pandas: only when asked for.
+    # Live capture (its subprocess and signal handling), and table helpers (Arrow and pandas)
+    # load only when asked for: a file's dissection starts without them.
+    if name == "sniff":
+        from .live import sniff
+
+        return sniff
     if name == "parse_bodies":
         from .tables.arrow import parse_bodies
 

@@ -27,8 +27,12 @@ class Dissection:
         self.dissector = Dissector(options)
         self.progress = progress
         self.warnings = []
-        self.frame = 0
         self._reader = None
+
+    @property
+    def frame(self):
+        """The frame read last: the dissector counts every packet of the file."""
+        return self.dissector.packets
 
     @property
     def offset(self):
@@ -39,17 +43,15 @@ class Dissection:
         with _opened(self._input, self.path) as reader:
             self._reader = reader
             bar = _progress_bar(self.path, reader.total_bytes, self.progress)
-            done = 0
-            for packet in reader:
-                self.frame = packet.frame
-                yield from d.feed(packet)
-                if bar is not None and packet.frame % PROGRESS_EVERY == 0:
-                    bar.update(reader.bytes_read - done)
-                    done = reader.bytes_read
+            if bar is None:
+                feed = d.feed
+                for packet in reader:
+                    out = feed(packet)
+                    if out:  # most packets complete no exchange
+                        yield from out
+            else:
+                yield from _with_progress(d, reader, bar)
             yield from d.finish()
-            if bar is not None:
-                bar.update(reader.total_bytes - done)
-                bar.close()
             self.warnings = list(reader.warnings)
         if d.net.unsupported_packets:
             self._unsupported_linktypes(reader)
@@ -62,6 +64,18 @@ class Dissection:
         self.warnings.append(
             linktype_warning(self.path, d.net.unsupported, d.packets, reader.first_of_linktype)
         )
+
+
+def _with_progress(d, reader, bar):
+    """Feeding with a progress bar, updated every PROGRESS_EVERY packets."""
+    done = 0
+    for packet in reader:
+        yield from d.feed(packet)
+        if packet.frame % PROGRESS_EVERY == 0:
+            bar.update(reader.bytes_read - done)
+            done = reader.bytes_read
+    bar.update(reader.bytes_read - done)
+    bar.close()
 
 
 def linktype_warning(path, unsupported, packets, first_of_linktype):

@@ -28,7 +28,7 @@ LINKTYPE_MASK = 0x03FFFFFF
 MAX_RECORD = 256 * 1024 * 1024
 
 _HEADER = {bo: struct.Struct(bo + "HHiIII") for bo in "<>"}
-_RECORD = {bo: struct.Struct(bo + "IIII") for bo in "<>"}
+_new = tuple.__new__  # builds a NamedTuple without the Python-level __new__
 
 
 def iter_pcap(src, buf: bytes) -> Iterator[Packet]:
@@ -47,49 +47,86 @@ def iter_pcap(src, buf: bytes) -> Iterator[Packet]:
     major, _minor, _zone, _sigfigs, _snaplen, network = _HEADER[byteorder].unpack_from(buf, 4)
     if major != 2:
         raise CaptureError(path, f"unsupported pcap version {major}", frame=1, offset=4)
-    return _records(src, buf, byteorder, frac_ns, network & LINKTYPE_MASK)
+    return Records(src, buf, byteorder, frac_ns, network & LINKTYPE_MASK)
 
 
-def _records(src, buf: bytes, byteorder: str, frac_ns: int, linktype: int) -> Iterator[Packet]:
-    path = src.path
-    unpack = _RECORD[byteorder].unpack_from
-    new = tuple.__new__
-    refill = src.refill
-    pos = FILE_HEADER_LEN
-    base = 0  # file offset of buf[0]
-    n = len(buf)
-    frame = 0
-    while True:
-        if n - pos < RECORD_HEADER_LEN:
-            base += pos
-            buf = refill(buf, pos, RECORD_HEADER_LEN, frame + 1, base)
-            pos = 0
-            n = len(buf)
-            if n < RECORD_HEADER_LEN:
-                src.end(frame + 1, base, "record header" if n else "")
-                return
-        sec, frac, incl, orig = unpack(buf, pos)
+class Records:
+    """The packets after the file header: an iterator, a C struct when compiled (pcap.pxd),
+    whose record loop keeps positions and counts as C integers and reads record headers
+    through a pointer. That loop runs once a packet, the first step of everything."""
+
+    def __init__(self, src, buf: bytes, byteorder: str, frac_ns: int, linktype: int):
+        self.src = src
+        self.buf = buf
+        self.n = len(buf)
+        self.pos = FILE_HEADER_LEN
+        self.base = 0  # file offset of buf[0]
+        self.frame = 0
+        self.big = byteorder == ">"
+        self.frac_ns = frac_ns
+        self.linktype = linktype
+        self.offset = 0  # file offset of the record of the packet last given out
+
+    def __iter__(self) -> Iterator[Packet]:
+        return self
+
+    def __next__(self) -> Packet:
+        packet = self._next()
+        if packet is None:
+            raise StopIteration
+        return packet
+
+    def _next(self):
+        """The next Packet, or None at the end of the stream."""
+        src = self.src
+        short = self.n - self.pos < RECORD_HEADER_LEN
+        if short and not self._refill(RECORD_HEADER_LEN, "record header"):
+            return None
+        pos = self.pos
+        p = self.buf
+        big = self.big
+        incl = _u32(p, pos + 8, big)
+        if self.n - pos - RECORD_HEADER_LEN < incl:
+            if incl > MAX_RECORD:
+                offset = self.base + pos
+                raise CaptureError(
+                    src.path, f"record claims {incl} captured bytes", self.frame + 1, offset
+                )
+            if not self._refill(RECORD_HEADER_LEN + incl, "record"):
+                return None
+            pos = self.pos
+            p = self.buf
+        sec = _u32(p, pos, big)
+        frac = _u32(p, pos + 4, big)
+        orig = _u32(p, pos + 12, big)
         start = pos + RECORD_HEADER_LEN
         end = start + incl
-        if end > n:
-            if incl > MAX_RECORD:
-                raise CaptureError(
-                    path, f"record claims {incl} captured bytes", frame=frame + 1, offset=base + pos
-                )
-            base += pos
-            buf = refill(buf, pos, RECORD_HEADER_LEN + incl, frame + 1, base)
-            pos = 0
-            n = len(buf)
-            start = RECORD_HEADER_LEN
-            end = start + incl
-            if end > n:
-                src.end(frame + 1, base, "record")
-                return
-        frame += 1
-        src.offset = base + pos
-        if frame == 1:
-            src.first_of_linktype[linktype] = (1, base + pos)
-        yield new(
-            Packet, (frame, sec * 1_000_000_000 + frac * frac_ns, linktype, buf[start:end], orig)
-        )
-        pos = end
+        self.frame += 1
+        self.offset = self.base + pos
+        if self.frame == 1:
+            src.first_of_linktype[self.linktype] = (1, self.offset)
+        self.pos = end
+        ts = sec * 1_000_000_000 + frac * self.frac_ns
+        return _new(Packet, (self.frame, ts, self.linktype, self.buf[start:end], orig))
+
+    def _refill(self, need, unit):
+        """Whether the buffer holds `need` bytes from pos once refilled; at the end of the
+        stream, False, and the source told what the end cut."""
+        pos = self.pos
+        self.base += pos
+        self.buf = self.src.refill(self.buf, pos, need, self.frame + 1, self.base)
+        self.pos = 0
+        self.n = len(self.buf)
+        if self.n >= need:
+            return True
+        self.src.end(self.frame + 1, self.base, unit if self.n else "")
+        return False
+
+
+def _u32(p, pos, big):
+    """The unsigned 32-bit integer at p[pos], in the file's byte order."""
+    if big:
+        n = p[pos]  # widened before the shift: 24 bits up overflows a C int
+        return n << 24 | p[pos + 1] << 16 | p[pos + 2] << 8 | p[pos + 3]
+    n = p[pos + 3]
+    return n << 24 | p[pos + 2] << 16 | p[pos + 1] << 8 | p[pos]

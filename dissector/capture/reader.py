@@ -29,9 +29,9 @@ class Source:
     """Chunked reads from the (possibly decompressed) stream, shared by the format parsers.
 
     Parsers keep their own buffer and call `refill` only when a record does not fit in it. They
-    also keep `offset` (stream offset of the record or block of the packet they last yielded)
-    and `first_of_linktype` (link type -> frame and offset of its first packet) up to date, and
-    report the end of the stream through `end`.
+    also keep `offset` (stream offset of the record or block of the packet they last yielded;
+    the pcap parser keeps it itself) and `first_of_linktype` (link type -> frame and offset of
+    its first packet) up to date, and report the end of the stream through `end`.
     """
 
     def __init__(self, path: str, stream, warnings: list[str], chunk: int = CHUNK):
@@ -229,7 +229,9 @@ class PacketReader:
 
     @property
     def last_offset(self) -> int:
-        return self._src.offset
+        # The pcap iterator keeps it in a field of its own, written once a packet; the pcapng
+        # parser, on the source.
+        return getattr(self._packets, "offset", self._src.offset)
 
     @property
     def first_of_linktype(self) -> dict[int, tuple[int, int]]:

@@ -3,12 +3,18 @@
 # a packet's bytes, read through a pointer.
 cimport cython
 
+cdef int _SYNC, _HEAD, _BODY, _SKIP, _SEARCH, _BLIND
+
 cdef class Framer:
     cdef public object _cand, _chunks, _cut, _fframe, _fstart, _fts, _hparts, _kframe, _kn
-    cdef public object _koff, _kreason, _kts, _mode, _need, _off, _sbuf, _sfr, _size
-    cdef public object _soff, _sreason, _sscan, bytes_framed, bytes_missing, bytes_skipped
-    cdef public object frames, is_frame_start, lookahead, max_frame, max_search
+    cdef public object _koff, _kreason, _kts, _sbuf, _sfr
+    cdef public object _soff, _sreason, _sscan, bytes_missing, bytes_skipped
+    cdef public object is_frame_start, lookahead, max_frame, max_search
+    # What every packet moves, as C integers: no Python integer made to count.
+    cdef public int _mode
+    cdef public long long _need, _off, _size, bytes_framed, frames
 
+    @cython.locals(n=Py_ssize_t, base="long long", mode=int, need="long long", pos=Py_ssize_t)
     cpdef list feed(self, data, frame, ts)
     @cython.locals(p="const unsigned char *", n=Py_ssize_t, rem=Py_ssize_t, size=Py_ssize_t, end=Py_ssize_t, nf=Py_ssize_t, nb=Py_ssize_t, mx=Py_ssize_t)
-    cdef Py_ssize_t _sync(self, bytes data, Py_ssize_t pos, base, frame, ts, list out) except -1
+    cdef Py_ssize_t _sync(self, bytes data, Py_ssize_t pos, long long base, frame, ts, list out) except -1

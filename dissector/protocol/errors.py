@@ -144,4 +144,5 @@ ERROR_NAMES = {code: name for code, name in enumerate(_NAMES, start=-1)}
 def error_name(code):
     if code is None:
         return None
-    return ERROR_NAMES.get(code, f"UNKNOWN_ERROR_{code}")
+    name = ERROR_NAMES.get(code)  # not .get(code, default): the default would be formatted
+    return name if name is not None else f"UNKNOWN_ERROR_{code}"

@@ -20,32 +20,34 @@ def body_decoder(api_key, kind, version):
     return None if fill is None else returning_dict(fill)
 
 
-def _by_version(compute):
-    """compute(api_key, version), kept under one int: these are looked up for every request
-    and response, where functools.cache would build and hash a tuple of the arguments."""
-    table = {}
+class ByVersion:
+    """compute(api_key, version), made once and kept under one int: these are looked up for
+    every request and response, where functools.cache would build and hash a tuple of the
+    arguments. Compiled (messages.pxd), `get` is a C call."""
 
-    def get(api_key, version):
+    def __init__(self, compute):
+        self.compute = compute
+        self.table = {}
+
+    def get(self, api_key, version):
         k = api_key << 16 | version & 0xFFFF
         try:
-            return table[k]
+            return self.table[k]
         except KeyError:
-            value = table[k] = compute(api_key, version)
+            value = self.table[k] = self.compute(api_key, version)
             return value
-
-    return get
 
 
 def _per_kind(compile_program):
-    """kind -> get(api_key, version): what compile_program(definition, version) makes of
-    each message version, or None for versions the schema does not have; made once."""
+    """kind -> ByVersion: what compile_program(definition, version) makes of each message
+    version, or None for versions the schema does not have."""
 
     def of_kind(kind):
         def compute(api_key, version):
             definition = schema.message(api_key, kind, version)
             return None if definition is None else compile_program(definition, version)
 
-        return _by_version(compute)
+        return ByVersion(compute)
 
     return {kind: of_kind(kind) for kind in ("request", "response")}
 
@@ -57,12 +59,12 @@ _SCAN_PROGRAMS = _per_kind(scanner.compile_program)
 def body_filler(api_key, kind, version):
     """fill(buf, pos, ctx, d) -> pos: decodes into d, which keeps what was decoded when the
     body is cut short."""
-    return _FILLERS[kind](api_key, version)
+    return _FILLERS[kind].get(api_key, version)
 
 
 def body_program(api_key, kind, version):
     """The scan program of a body (scanner.py: notes only, nothing built), or None."""
-    return _SCAN_PROGRAMS[kind](api_key, version)
+    return _SCAN_PROGRAMS[kind].get(api_key, version)
 
 
 def body_scanner(api_key, kind, version):
@@ -76,19 +78,23 @@ def _header_decoder(name, version):
     return returning_dict(compile_decoder(schema.header(name), version))
 
 
-@_by_version
-def request_header_version(api_key, version):
+def _request_header_version(api_key, version):
     if api_key == CONTROLLED_SHUTDOWN and version == 0:
         return 0
     return 2 if schema.is_flexible(api_key, "request", version) else 1
 
 
-@_by_version
-def response_header_version(api_key, version):
+def _response_header_version(api_key, version):
     # ApiVersions responses keep header v0 so that any client can read them.
     if api_key == API_VERSIONS:
         return 0
     return 1 if schema.is_flexible(api_key, "response", version) else 0
+
+
+_REQUEST_HV = ByVersion(_request_header_version)
+_RESPONSE_HV = ByVersion(_response_header_version)
+request_header_version = _REQUEST_HV.get  # (api_key, version) -> header version
+response_header_version = _RESPONSE_HV.get
 
 
 # API keys and versions beyond the schema taken as real (newer than it) rather than as bytes
@@ -124,7 +130,7 @@ def decode_request_header(buf):
         api_key -= 0x10000
     if version >= 0x8000:
         version -= 0x10000
-    hv = request_header_version(api_key, version)
+    hv = _REQUEST_HV.get(api_key, version)
     if hv and size >= 10:
         # Nearly every header, read here: v1, or v2 with no tagged field (its count, a zero
         # byte, ends it), with the client id the schema puts after the fixed fields (a
@@ -155,12 +161,12 @@ def decode_request_header(buf):
 
 def _bare_header(buf, api_key, version):
     """The fixed fields of a header the schema cannot tell, and a client id if one fits."""
-    (correlation_id,) = i32(buf, 4)
+    (corr,) = i32(buf, 4)
     try:
         client_id, end = string(buf, 8)
     except (IndexError, DecodeError):
         raise DecodeError("request header runs past the end of the frame", len(buf)) from None
-    return RequestHeader(api_key, version, correlation_id, client_id, None, end)
+    return RequestHeader(api_key, version, corr, client_id, None, end)
 
 
 def unknown(api_key, version):
@@ -172,12 +178,23 @@ def unknown(api_key, version):
     return f"unknown version: {name} v{version} (known: v{low} to v{high})"
 
 
+def correlation_id(buf):
+    """The correlation id a response starts with (buf: bytes, 4 of them at least). Read byte
+    by byte: compiled (messages.pxd), a C call reading through a pointer, once a response."""
+    p = buf
+    n = p[0]  # widened before the shift: 24 bits up overflows a C int
+    n = n << 24 | p[1] << 16 | p[2] << 8 | p[3]
+    return n - 0x100000000 if n >= 0x80000000 else n
+
+
 def decode_response_header(buf, api_key, version):
     """(correlation_id, body offset) of a response to a request of this key and version."""
-    hv = response_header_version(api_key, version)
+    if buf.__class__ is not bytes:
+        buf = bytes(buf)
+    hv = _RESPONSE_HV.get(api_key, version)
     # Nearly every header, read at once: v0, or v1 with no tagged field (a zero byte).
     if len(buf) > 4 and (hv == 0 or buf[4] == 0):
-        return i32(buf, 0)[0], 4 + hv
+        return correlation_id(buf), 4 + hv
     try:
         d, end = _header_decoder("ResponseHeader", hv)(buf, 0, _HEADER_CONTEXT)
     except (struct.error, IndexError):
@@ -191,7 +208,7 @@ def decode_body(api_key, kind, version, buf, pos, ctx):
     Bytes after the last field are kept under "_trailing_bytes" rather than rejected:
     brokers ignore them too, and some clients send them (librdkafka's Metadata v12).
     """
-    fill = _FILLERS[kind](api_key, version)
+    fill = _FILLERS[kind].get(api_key, version)
     if fill is None:
         raise DecodeError(unknown(api_key, version), pos)
     body = {}
@@ -211,7 +228,8 @@ def decode_body(api_key, kind, version, buf, pos, ctx):
 
 def scan_body(api_key, kind, version, buf, pos, ctx):
     """Walk a body as decode_body would, taking only ctx's notes; raises as it would."""
-    program = _SCAN_PROGRAMS[kind](api_key, version)
+    memo = _SCAN_PROGRAMS[kind]
+    program = memo.get(api_key, version)
     if program is None:
         raise DecodeError(unknown(api_key, version), pos)
     try:

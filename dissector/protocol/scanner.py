@@ -111,7 +111,8 @@ def run(program, buf, pos, ctx):
     for ins in program:
         op = ins[0]
         if op == SKIP:
-            pos += ins[1]
+            step = ins[1]  # a C integer when compiled: pos is not boxed to add it
+            pos += step
             if pos > end:
                 raise IndexError
         elif op >= SIZED:
@@ -140,7 +141,8 @@ def run(program, buf, pos, ctx):
                     for _i in range(n):
                         pos = run(element, buf, pos, ctx)
                 elif kind == ARRAY_FIXED:
-                    pos += n * ins[1]
+                    step = ins[1]
+                    pos += n * step
                     if pos > end:
                         raise IndexError
                 else:  # topic names

@@ -41,17 +41,15 @@ MALFORMED = "malformed"
 STATUSES = (OK, ERROR, NO_RESPONSE_EXPECTED, UNANSWERED, ORPHAN_RESPONSE, MALFORMED)
 
 
-class LazyBody:
-    """A body whose scan succeeded, decoded in full only when it is read."""
+# A body whose scan succeeded, decoded in full only when it is read: (decode, *args), which
+# decode(*args) turns into the body. A plain tuple, not a class of its own: the session makes
+# one for nearly every request and response, and a tuple costs no Python-level construction.
+LazyBody = tuple
 
-    __slots__ = ("decode", "args")
 
-    def __init__(self, decode, *args):
-        self.decode = decode
-        self.args = args
-
-    def __call__(self):
-        return self.decode(*self.args)
+def decoded(body):
+    """The body itself: a LazyBody decoded now, anything else as it is."""
+    return body[0](*body[1:]) if body.__class__ is LazyBody else body
 
 
 class _Body:
@@ -65,7 +63,7 @@ class _Body:
             return self
         body = getattr(exchange, self.slot)
         if body.__class__ is LazyBody:
-            body = body()
+            body = decoded(body)
             setattr(exchange, self.slot, body)
         return body
 

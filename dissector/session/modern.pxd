@@ -3,7 +3,10 @@
 cimport cython
 
 from dissector.protocol.codegen cimport Context
-from dissector.protocol.messages cimport decode_request_header, decode_response_header, scan_body
+from dissector.protocol.errors cimport error_name
+from dissector.protocol.messages cimport (
+    correlation_id, decode_request_header, decode_response_header, scan_body,
+)
 from dissector.tcp.connection cimport Connection
 from dissector.session.rows cimport Malformed, Request, Side, build
 
@@ -11,7 +14,7 @@ cdef class ModernSession:
     cdef public Connection conn
     cdef public object directory, records, mechanism, client_id, last_response_end
     cdef public bint show_secrets, raw_sasl, lost
-    cdef public dict pending
+    cdef public dict api_names, pending
     cdef public object sent, early, silent, raw_pending
     cdef public Malformed bad
 

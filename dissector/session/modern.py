@@ -23,11 +23,14 @@ from ..protocol.apikeys import (
 from ..protocol.codegen import Context
 from ..protocol.embedded import decode_group_protocol
 from ..protocol.errors import error_name
-from ..protocol.messages import decode_request_header, decode_response_header, scan_body
-from ..protocol.primitives import i32
+from ..protocol.messages import (
+    correlation_id,
+    decode_request_header,
+    decode_response_header,
+    scan_body,
+)
 from . import exchange as ex
 from .directory import NO_TOPIC_ID
-from .exchange import LazyBody
 from .rows import REQUEST, RESPONSE, Malformed, Request, Side, build, ended
 from .timeouts import due, expired_rows
 
@@ -81,6 +84,7 @@ class ModernSession:
         self.client_id = None  # of the last request: raw SASL tokens have no header
         self.lost = False  # bytes of the broker's side went missing (a capture gap)
         self.bad = Malformed()
+        self.api_names = schema.api_names()
 
     # Responses larger than this only answer Fetch-like requests.
     SMALL_RESPONSE = 8 * 1024 * 1024
@@ -136,10 +140,11 @@ class ModernSession:
             self.bad.count(REQUEST, frame.data)
             req = Request(frame, reason=f"request header: {e}")
             return [build(self.conn, PROTOCOL, req, status=ex.MALFORMED)]
-        key, version = header.api_key, header.api_version
-        self.client_id = header.client_id
+        # Unpacked rather than read by name: once a request, names cost a look-up each.
+        key, version, correlation_id, client_id, _, end = header
+        self.client_id = client_id
         if key in EAGER:
-            body, ctx, reason = self._decode(key, "request", version, frame, header.end)
+            body, ctx, reason = self._decode(key, "request", version, frame, end)
             if body is not None and reason is None:  # learn only from whole bodies
                 self.directory.learn(key, body, None)
                 if key == SASL_HANDSHAKE:
@@ -150,16 +155,16 @@ class ModernSession:
             if body is not None:
                 sasl.redact_body(key, body, self.mechanism, True, self.show_secrets)
         else:
-            body, ctx, reason = self._scan(key, "request", version, frame, header.end)
+            body, ctx, reason = self._scan(key, "request", version, frame, end)
         topics, names = self._topics(ctx)
         # By position: a keyword call builds a dict, once per request.
         req = Request(
             frame,
             key,
-            schema.api_names().get(key),
+            self.api_names.get(key),
             version,
-            header.correlation_id,
-            header.client_id,
+            correlation_id,
+            client_id,
             body,
             topics,
             reason,
@@ -214,7 +219,7 @@ class ModernSession:
             scan_body(key, kind, version, data, pos, ctx)
         except DecodeError:
             return self._decode(key, kind, version, frame, pos)
-        return LazyBody(_decode_later, key, kind, version, data, pos, self.records), ctx, None
+        return (_decode_later, key, kind, version, data, pos, self.records), ctx, None
 
     def _topics(self, ctx):
         """Topic names of a decoded body, with ids resolved where Metadata named them;
@@ -240,7 +245,7 @@ class ModernSession:
             self.bad.count(RESPONSE, frame.data)
             resp = Side(frame, reason="response shorter than a header")
             return [build(self.conn, PROTOCOL, None, resp, status=ex.MALFORMED)]
-        (corr,) = i32(data, 0)
+        corr = correlation_id(data)
         queue = self.pending.get(corr)
         out = []
         if queue:
@@ -353,7 +358,7 @@ class ModernSession:
             return Request(
                 frame,
                 api_key=SASL_AUTHENTICATE,
-                api_name=schema.api_names()[SASL_AUTHENTICATE],
+                api_name=self.api_names[SASL_AUTHENTICATE],
                 client_id=self.client_id,
                 body={"AuthBytes": token, "raw": True},
             )

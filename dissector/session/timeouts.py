@@ -8,7 +8,7 @@ never cut short.
 """
 
 from . import exchange as ex
-from .exchange import LazyBody
+from .exchange import LazyBody, decoded
 from .rows import build
 
 DEFAULT_ALLOWANCE_NS = 120 * 1_000_000_000
@@ -32,7 +32,7 @@ def deadline(req, allowance_ns=DEFAULT_ALLOWANCE_NS):
     """Capture time after which a request's response is no longer expected."""
     body = req.body
     if body.__class__ is LazyBody:  # a scanned body: decoded once, kept decoded
-        body = req.body = body()
+        body = req.body = decoded(body)
     return req.frame.last_ts + allowance_ns + asked_wait_ns(body)
 
 

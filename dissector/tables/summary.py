@@ -193,24 +193,20 @@ class Summary:
                 batches, records, control, codecs = census(data, start, end)
                 size = end - start
                 values = (batches, records, control, size, None if codecs else size)
+                self._volume[(api, names.get(topic, topic))].add(values)
                 if codecs:  # compressed bytes, their uncompressed size unknown
-                    codecs = {codec: (n, None) for codec, n in codecs.items()}
-                self._add(api, names.get(topic, topic), values, codecs)
+                    for codec, n in codecs.items():
+                        self._codecs[(api, codec)].add((n, None))
 
     def _add_decoded_volume(self, e):
-        """Volume from the decoded bodies (the partitions table's rows)."""
+        """Volume from the decoded bodies (the partitions table's rows): their `codecs` map
+        each codec to (compressed bytes, uncompressed bytes or None)."""
         for row in exchange_partitions(e):
             if row.get("bytes"):
                 values = tuple(row.get(name) for name in VOLUME)
-                self._add(e.api_name, row["topic"], values, row.get("codecs"))
-
-    def _add(self, api, topic, values, codecs):
-        """Add one record set's volume: `values` of VOLUME (None where unknown), and `codecs`:
-        codec -> (compressed bytes, uncompressed bytes or None), or None."""
-        self._volume[(api, topic)].add(values)
-        if codecs:
-            for codec, (size, raw) in codecs.items():
-                self._codecs[(api, codec)].add((size, raw))
+                self._volume[(e.api_name, row["topic"])].add(values)
+                for codec, sizes in (row.get("codecs") or {}).items():
+                    self._codecs[(e.api_name, codec)].add(sizes)
 
     def merge(self, other):
         """Add the summary of another part of the same capture (a Spark task's)."""

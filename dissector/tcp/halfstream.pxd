@@ -6,5 +6,6 @@ from dissector.tcp.connection cimport Connection
 cdef class HalfStream:
     cdef public Connection conn
     cdef public HalfStream peer
-    cdef public object ack, base, dropped, dup, fastseq, fin, gap, isn, items
-    cdef public object max_buffer, nxt, pbytes, side, starts, syn
+    cdef public object ack, base, dropped, dup, fin, gap, isn, items
+    cdef public object max_buffer, pbytes, side, starts, syn
+    cdef public long long fastseq, nxt  # C integers: the tracker's fast path moves them

@@ -50,8 +50,9 @@ class TcpTracker:
             half.ack = ack
             n = len(payload)
             if n:
+                mask = MASK  # a C integer when compiled, as are seq, n and the half's counters
                 half.nxt += n
-                half.fastseq = (seq + n) & MASK
+                half.fastseq = (seq + n) & mask
                 return [_new(StreamData, (conn, half.side, payload, frame, ts))]
             return []
         out = []

@@ -103,7 +103,7 @@ def _message(buf, pos, end, offset, budget, depth):
         "offset": offset,
         "magic": magic,
         "attributes": attributes,
-        "compression": CODECS.get(codec, f"codec-{codec}"),
+        "compression": CODECS.get(codec) or f"codec-{codec}",
         "crc": crc,
         "crc_ok": zlib.crc32(value) == crc,
         "value": value,

@@ -9,6 +9,7 @@ from .common import codec_name
 
 _LOG_OVERHEAD = 12  # offset (int64) and length (int32) of every batch and message
 _BATCH_HEADER = 61  # a magic 2 batch's header, to the end of its record count
+_CODEC_NAMES = tuple(codec_name(codec) for codec in range(8))  # by the 3 bits of a codec
 
 
 def census(buf, start, end):
@@ -57,7 +58,7 @@ def census(buf, start, end):
         if codec:
             if codecs is None:
                 codecs = {}
-            name = codec_name(codec)
+            name = _CODEC_NAMES[codec]
             codecs[name] = codecs.get(name, 0) + size
         pos = stop
     return batches, records if known else None, control, codecs

@@ -42,7 +42,7 @@ CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 
 def codec_name(codec):
-    return CODECS.get(codec, f"unknown({codec})")
+    return CODECS.get(codec) or f"unknown({codec})"  # a default in get() is formatted always
 
 
 class BatchError(Exception):
