@@ -28,6 +28,7 @@ LINKTYPE_MASK = 0x03FFFFFF
 MAX_RECORD = 256 * 1024 * 1024
 
 _HEADER = {bo: struct.Struct(bo + "HHiIII") for bo in "<>"}
+_RECORD = {bo: struct.Struct(bo + "IIII").unpack_from for bo in "<>"}
 _new = tuple.__new__  # builds a NamedTuple without the Python-level __new__
 
 
@@ -52,8 +53,8 @@ def iter_pcap(src, buf: bytes) -> Iterator[Packet]:
 
 class Records:
     """The packets after the file header: an iterator, a C struct when compiled (pcap.pxd),
-    whose record loop keeps positions and counts as C integers and reads record headers
-    through a pointer. That loop runs once a packet, the first step of everything."""
+    whose record loop keeps positions, counts and the last offset as C integers. That loop
+    runs once a packet, the first step of everything."""
 
     def __init__(self, src, buf: bytes, byteorder: str, frac_ns: int, linktype: int):
         self.src = src
@@ -62,7 +63,7 @@ class Records:
         self.pos = FILE_HEADER_LEN
         self.base = 0  # file offset of buf[0]
         self.frame = 0
-        self.big = byteorder == ">"
+        self.unpack = _RECORD[byteorder]
         self.frac_ns = frac_ns
         self.linktype = linktype
         self.offset = 0  # file offset of the record of the packet last given out
@@ -83,9 +84,7 @@ class Records:
         if short and not self._refill(RECORD_HEADER_LEN, "record header"):
             return None
         pos = self.pos
-        p = self.buf
-        big = self.big
-        incl = _u32(p, pos + 8, big)
+        sec, frac, incl, orig = self.unpack(self.buf, pos)
         if self.n - pos - RECORD_HEADER_LEN < incl:
             if incl > MAX_RECORD:
                 offset = self.base + pos
@@ -95,10 +94,6 @@ class Records:
             if not self._refill(RECORD_HEADER_LEN + incl, "record"):
                 return None
             pos = self.pos
-            p = self.buf
-        sec = _u32(p, pos, big)
-        frac = _u32(p, pos + 4, big)
-        orig = _u32(p, pos + 12, big)
         start = pos + RECORD_HEADER_LEN
         end = start + incl
         self.frame += 1
@@ -121,12 +116,3 @@ class Records:
             return True
         self.src.end(self.frame + 1, self.base, unit if self.n else "")
         return False
-
-
-def _u32(p, pos, big):
-    """The unsigned 32-bit integer at p[pos], in the file's byte order."""
-    if big:
-        n = p[pos]  # widened before the shift: 24 bits up overflows a C int
-        return n << 24 | p[pos + 1] << 16 | p[pos + 2] << 8 | p[pos + 3]
-    n = p[pos + 3]
-    return n << 24 | p[pos + 2] << 16 | p[pos + 1] << 8 | p[pos]

@@ -21,9 +21,6 @@ _new = tuple.__new__
 _V4_TCP = struct.Struct("!BxHxxHxB2x4s4sHHIIBB")
 # IPv6 with TCP as the first next header: payload length, addresses, fixed TCP fields.
 _V6_TCP = struct.Struct("!4xH2x16s16sHHIIBB")
-# IPv4 as above behind an untagged Ethernet header, with the ethertype first.
-_ETH_V4_TCP = struct.Struct("!12xHBxHxxHxB2x8sHHIIBB")
-_eth_v4_tcp = _ETH_V4_TCP.unpack_from  # bound once: once per packet
 
 
 class NetDecoder:
@@ -75,17 +72,17 @@ class NetDecoder:
         """The TCP segment `pkt` carries, or None if it carries none or its headers are bad."""
         frame, ts, linktype, data, _wirelen = pkt
         n = len(data)
-        if linktype == 1 and n >= 54:  # Ethernet
-            etype, vihl, total, frag, proto, pair, sport, dport, seq, ack, doff, flags = (
-                _eth_v4_tcp(data)
-            )
-            # Total lengths below 40 (0 under segmentation offload) take the general path.
-            if etype == 0x0800 and vihl == 0x45 and total >= 40:
-                if proto != PROTO_TCP or frag & 0x3FFF:
-                    if proto == PROTO_TCP:
+        p = data  # read byte by byte: compiled (decode.pxd), through a pointer
+        # The common case: IPv4 without options behind an untagged Ethernet header. Total
+        # lengths below 40 (0 under segmentation offload) take the general path.
+        if linktype == 1 and n >= 54 and p[12] == 0x08 and p[13] == 0 and p[14] == 0x45:
+            total = p[16] << 8 | p[17]
+            if total >= 40:
+                if p[23] != PROTO_TCP or p[20] & 0x3F or p[21]:  # not TCP, or a fragment
+                    if p[23] == PROTO_TCP:
                         return self._ipv4_fragment(frame, ts, data, 14)
                     return None
-                off = 34 + (doff >> 4) * 4
+                off = 34 + (p[46] >> 4) * 4
                 end = 14 + total
                 if off < 54 or off > end or off > n:
                     return None
@@ -94,9 +91,16 @@ class NetDecoder:
                     end = n
                 else:
                     missing = 0
+                pair = data[26:34]
                 src, dst = self._pairs.get(pair) or self._pair(pair)
+                seq = p[38]  # widened before the shift: 24 bits up overflows a C int
+                seq = seq << 24 | p[39] << 16 | p[40] << 8 | p[41]
+                ack = p[42]
+                ack = ack << 24 | p[43] << 16 | p[44] << 8 | p[45]
+                sport = p[34] << 8 | p[35]
+                dport = p[36] << 8 | p[37]
                 payload = data[off:end]
-                fields = (frame, ts, src, sport, dst, dport, seq, ack, flags, payload, missing)
+                fields = (frame, ts, src, sport, dst, dport, seq, ack, p[47], payload, missing)
                 return _new(Segment, fields)
 
         handler = self._handlers.get(linktype)
