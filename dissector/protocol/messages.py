@@ -228,7 +228,7 @@ def decode_body(api_key, kind, version, buf, pos, ctx):
 
 def scan_body(api_key, kind, version, buf, pos, ctx):
     """Walk a body as decode_body would, taking only ctx's notes; raises as it would."""
-    memo = _SCAN_PROGRAMS[kind]
+    memo = _SCAN_PROGRAMS[kind]  # typed when compiled: get() is a C call
     program = memo.get(api_key, version)
     if program is None:
         raise DecodeError(unknown(api_key, version), pos)

@@ -141,7 +141,7 @@ class ModernSession:
             req = Request(frame, reason=f"request header: {e}")
             return [build(self.conn, PROTOCOL, req, status=ex.MALFORMED)]
         # Unpacked rather than read by name: once a request, names cost a look-up each.
-        key, version, correlation_id, client_id, _, end = header
+        key, version, corr, client_id, _, end = header
         self.client_id = client_id
         if key in EAGER:
             body, ctx, reason = self._decode(key, "request", version, frame, end)
@@ -163,7 +163,7 @@ class ModernSession:
             key,
             self.api_names.get(key),
             version,
-            correlation_id,
+            corr,
             client_id,
             body,
             topics,
