@@ -30,6 +30,7 @@ HOT = (
     "dissector.session.conversation",
     "dissector.tables.summary",
     "dissector.tables.pairs",
+    "dissector.tuples",
 )
 
 
@@ -53,6 +54,20 @@ def test_no_compiled_module_is_older_than_its_source():
         if source.exists() and source.stat().st_mtime > built.stat().st_mtime:
             stale.append(str(source.relative_to(ROOT)))
     assert not stale, f"edited since built (run `pip install -e .`): {stale}"
+
+
+def test_tuples_new_builds_the_named_tuple():
+    """tuples.new, compiled from tuples.pyx or run from tuples.py: cls(*fields), no less."""
+    from dissector.capture.packet import Packet
+    from dissector.tuples import new
+
+    fields = (7, 1_700_000_000_123_456_789, 1, b"\x00\x01", 60)
+    packet = new(Packet, fields)
+    assert type(packet) is Packet
+    assert packet == Packet(*fields) and packet.data == b"\x00\x01" and packet.wirelen == 60
+    assert hash(packet) == hash(fields)
+    with pytest.raises(TypeError):
+        new(int, (1,))
 
 
 # Runs the command line from the package found first on sys.path, and says where that was.

@@ -1,6 +1,7 @@
 # C types for pcap.py when Cython compiles it: the record loop keeps positions, counts and
 # header fields as C integers.
 cimport cython
+from dissector.tuples cimport new as _new
 
 cdef class Records:
     cdef public object src

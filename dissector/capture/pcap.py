@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 from dissector.capture.packet import Packet
 from dissector.errors import CaptureError
+from dissector.tuples import new as _new  # a NamedTuple from its fields, a C call
 
 MAGIC_USEC = 0xA1B2C3D4
 MAGIC_NSEC = 0xA1B23C4D
@@ -29,7 +30,6 @@ MAX_RECORD = 256 * 1024 * 1024
 
 _HEADER = {bo: struct.Struct(bo + "HHiIII") for bo in "<>"}
 _RECORD = {bo: struct.Struct(bo + "IIII").unpack_from for bo in "<>"}
-_new = tuple.__new__  # builds a NamedTuple without the Python-level __new__
 
 
 def iter_pcap(src, buf: bytes) -> Iterator[Packet]:

@@ -2,6 +2,7 @@
 # read and written without look-ups, once or more per packet; whole frames are cut from
 # a packet's bytes, read through a pointer.
 cimport cython
+from dissector.tuples cimport new as _new
 
 cdef int _SYNC, _HEAD, _BODY, _SKIP, _SEARCH, _BLIND
 

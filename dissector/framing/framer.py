@@ -8,12 +8,13 @@ import re
 import struct
 from typing import NamedTuple
 
+from dissector.tuples import new as _new  # a NamedTuple from its fields, a C call
+
 DEFAULT_MAX_FRAME = 256 << 20
 DEFAULT_MAX_SEARCH = 1 << 20  # skipped bytes reported at least this often while searching
 DEFAULT_LOOKAHEAD = 64  # body bytes a frame-start check gets to see, when the frame has them
 
 _i32 = struct.Struct(">i").unpack_from
-_new = tuple.__new__  # builds a NamedTuple without the Python-level __new__
 
 # Modes.
 _SYNC = 0  # at a frame boundary, nothing held

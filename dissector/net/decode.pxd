@@ -1,6 +1,7 @@
 # NetDecoder is a C struct when Cython compiles decode.py: its attributes are
 # read and written without look-ups, once or more per packet.
 cimport cython
+from dissector.tuples cimport new as _new
 
 
 cdef class NetDecoder:

@@ -10,11 +10,11 @@ from dissector.net.fragments import Reassembler
 from dissector.net.ip import AH, DSTOPTS, PROTO_TCP, ROUTING, fragment6, ipv4, ipv6, skip_extensions
 from dissector.net.segment import Segment
 from dissector.net.tcp import tcp
+from dissector.tuples import new as _new  # a NamedTuple from its fields, a C call
 
 _ADDR_CACHE_MAX = 1 << 16
 # What the first header of a fragmented IPv6 payload may be on the way to TCP.
 _V6_CARRIERS = frozenset((PROTO_TCP, DSTOPTS, ROUTING, AH))
-_new = tuple.__new__
 
 # The common case, IPv4 without options carrying TCP, read with one unpack: version/IHL,
 # total length, flags/fragment offset, protocol, addresses, then the fixed TCP fields.

@@ -4,6 +4,7 @@
 cimport cython
 
 from dissector.protocol.codegen cimport Context
+from dissector.tuples cimport new as _new
 
 cdef dict _FILLERS, _SCAN_PROGRAMS
 

@@ -4,6 +4,8 @@ import struct
 from functools import cache, partial
 from typing import NamedTuple
 
+from dissector.tuples import new as _new  # a NamedTuple from its fields, a C call
+
 from ..errors import DecodeError
 from . import scanner, schema
 from .apikeys import API_VERSIONS, CONTROLLED_SHUTDOWN
@@ -101,7 +103,6 @@ response_header_version = _RESPONSE_HV.get
 # that are no request: Kafka's keys and versions are small numbers.
 PLAUSIBLE = 255
 _HEADER_CONTEXT = Context()  # headers carry nothing a context notes: one serves them all
-_new = tuple.__new__
 
 
 class RequestHeader(NamedTuple):

@@ -4,6 +4,7 @@ cimport cython
 
 from dissector.tcp.connection cimport Connection
 from dissector.tcp.halfstream cimport HalfStream
+from dissector.tuples cimport new as _new
 
 
 cdef class TcpTracker:

@@ -1,5 +1,7 @@
 """The connection table: segments in, per-side ordered stream events out."""
 
+from dissector.tuples import new as _new  # a NamedTuple from its fields, a C call
+
 from ..net.segment import ACK, FIN, RST, SYN
 from .connection import Connection
 from .events import StreamData, StreamEnd
@@ -9,7 +11,6 @@ DEFAULT_MAX_BUFFER = 32 << 20  # out-of-order bytes held per direction
 DEFAULT_MAX_CLOSED = 1 << 16  # ended 4-tuples remembered, to absorb their last packets
 
 _FAST_MASK = SYN | FIN | RST | ACK  # the fast path takes plain ACK segments only
-_new = tuple.__new__  # builds a NamedTuple without the Python-level __new__
 
 
 class TcpTracker:
