@@ -8,6 +8,8 @@ cdef class Side:
     cdef public object frame, body, topics, error, error_name, reason, names, sets
     cdef public bint cut
 
+    cdef _fill(self, frame, body, topics, error, error_name, reason, names, sets)
+
 cdef class Request(Side):
     cdef public object api_key, api_name, api_version, correlation_id, client_id
 

@@ -48,6 +48,10 @@ class Side:
         names=None,
         sets=None,
     ):
+        self._fill(frame, body, topics, error, error_name, reason, names, sets)
+
+    def _fill(self, frame, body, topics, error, error_name, reason, names, sets):
+        """Side's fields (a C call from Request too, when compiled)."""
         self.names = names  # topic id -> name for the ids in body that are known
         self.frame = frame
         self.body = body  # a dict, a LazyBody, or None
@@ -80,8 +84,7 @@ class Request(Side):
         names=None,
         sets=None,
     ):
-        # Side's fields by position: one request per exchange makes keyword passing count.
-        Side.__init__(self, frame, body, topics, 0, None, reason, names, sets)
+        self._fill(frame, body, topics, 0, None, reason, names, sets)
         self.api_key = api_key
         self.api_name = api_name
         self.api_version = api_version

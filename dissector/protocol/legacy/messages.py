@@ -11,8 +11,6 @@ starts in its set plus the offset the set was fetched from.
 import struct
 import zlib
 
-import cramjam
-
 from ...errors import DecodeError
 from ..primitives import i32
 
@@ -146,6 +144,8 @@ def _gunzip(data, budget):
 
 
 def _unsnappy(data, budget):
+    import cramjam  # loaded on first use, as records/compression.py says
+
     try:
         if data.startswith(XERIAL_MAGIC):
             return _unsnappy_xerial(data, budget)
@@ -160,6 +160,8 @@ def _unsnappy(data, budget):
 
 
 def _unsnappy_raw(block, budget):
+    import cramjam
+
     # The declared length is checked before decompressing, which allocates it in one go.
     budget.take(cramjam.snappy.decompress_raw_len(block))
     return bytes(cramjam.snappy.decompress_raw(block))

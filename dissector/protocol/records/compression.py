@@ -9,9 +9,6 @@ import io
 import struct
 import zlib
 
-import cramjam
-import zstandard
-
 from .common import (
     RATIO_FLOOR,
     DecompressionBomb,
@@ -61,6 +58,10 @@ def decompress(codec, data, limits, budget=None):
 
     ``budget`` (default ``limits.max_output``) lets nested message sets share one allowance.
     """
+    # The codec libraries load on first use: 3 ms at start, for runs that decompress nothing.
+    import cramjam
+    import zstandard
+
     meter = Meter(limits.max_output if budget is None else budget, limits.max_ratio)
     try:
         if codec == GZIP:
@@ -139,10 +140,14 @@ def _snappy_raw(chunk, meter, already, consumed):
     else:
         raise DecompressionFailed("snappy: length preamble longer than 5 bytes")
     meter.check(already + declared, consumed)
+    import cramjam
+
     return cramjam.snappy.decompress_raw(chunk)
 
 
 def _zstd(data, meter):
+    import zstandard
+
     data = bytes(data)
     try:
         declared = zstandard.frame_content_size(data)

@@ -8,8 +8,6 @@ And each block is at most 4 MiB, so output grows in bounded steps that the meter
 
 import struct
 
-import cramjam
-
 from .common import DecompressionFailed
 
 _MAGIC = 0x184D2204
@@ -68,6 +66,8 @@ def _frame(mv, pos, out, meter):
     p += 1  # header checksum: not checked, see the module docstring
     block_checksums = flg & 0x10
     scratch = None
+    import cramjam  # loaded on first use, as compression.py says
+
     while True:
         (word,) = _U32.unpack_from(mv, p)
         p += 4
