@@ -11,8 +11,6 @@ reads the buffer as bytes in C; this is the hottest loop of the product, two sca
 exchange.
 """
 
-import struct
-
 from .codegen import FIXED, Layout, note_kind
 from .primitives import past_end, read_length, tagged_fields, too_many, uuid_text
 from .schema import in_range
@@ -22,7 +20,7 @@ SKIP = 0  # bytes of fixed-width fields that carry no note
 TAGS = 1  # {tag: program}: a tagged-field section; unknown tags are stepped over
 TOP_ERROR = 2  # -: an int16 error code of the top level
 FIRST_ERROR = 3  # -: an int16 error code further in
-FIELD = 4  # (name, struct unpack_from, size): a TOP_FIELDS value
+FIELD = 4  # (name, size, 2 ** (8 * size - 1)): a TOP_FIELDS value, a signed integer
 TOPIC_ID = 5  # -: a 16-byte topic id
 NULLABLE = 6  # program: an int8 presence marker, then the struct if >= 0
 
@@ -69,7 +67,9 @@ def _field(layout, f, depth):
         if kind is None:
             return [(SKIP, size)]
         if kind == "field":
-            return [(FIELD, (f["name"], struct.Struct(">" + FIXED[t][0]).unpack_from, size))]
+            if t not in ("int8", "int16", "int32"):
+                raise ValueError(f"noted field {f['name']} is {t}, not an int8, int16 or int32")
+            return [(FIELD, (f["name"], size, 1 << (8 * size - 1)))]
         return [({"top_error": TOP_ERROR, "first_error": FIRST_ERROR, "topic_id": TOPIC_ID}[kind],)]
     # The encoding of the length or count of everything else.
     width = layout.width(f)
@@ -174,6 +174,17 @@ def run(program, buf, pos, ctx):
                         ctx.top_error = n
                 elif not ctx.first_error:
                     ctx.first_error = n
+        elif op == FIELD:  # big-endian; at `half` and above, negative
+            name, size, half = ins[1]
+            if pos + size > end:
+                raise IndexError
+            n = 0
+            for _i in range(size):
+                n = n << 8 | p[pos + _i]
+            if n >= half:
+                n -= 2 * half
+            ctx.fields[name] = n
+            pos += size
         else:
             pos = _rare(ins, buf, pos, ctx)
     return pos
@@ -182,10 +193,6 @@ def run(program, buf, pos, ctx):
 def _rare(ins, buf, pos, ctx):
     """The instructions met once a body at most, or in few messages."""
     op = ins[0]
-    if op == FIELD:
-        name, unpack, size = ins[1]
-        (ctx.fields[name],) = unpack(buf, pos)
-        return pos + size
     if op == TOPIC_ID:
         if pos + 16 > len(buf):
             raise IndexError
