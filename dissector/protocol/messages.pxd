@@ -21,7 +21,7 @@ cpdef scan_body(api_key, kind, version, buf, Py_ssize_t pos, Context ctx)
 cpdef tuple decode_response_header(buf, api_key, version)
 
 @cython.locals(p="const unsigned char *", n="long long")
-cpdef long long correlation_id(bytes buf) except? -1
+cpdef long long correlation_id(bytes buf, Py_ssize_t pos=*) except? -1
 
-@cython.locals(p="const unsigned char *", size=Py_ssize_t, api_key=int, version=int, hv=int, correlation_id="long long", n=int, end=Py_ssize_t)
+@cython.locals(p="const unsigned char *", size=Py_ssize_t, api_key=int, version=int, hv=int, corr="long long", n=int, end=Py_ssize_t)
 cpdef decode_request_header(buf)

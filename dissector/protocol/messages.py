@@ -11,7 +11,7 @@ from . import scanner, schema
 from .apikeys import API_VERSIONS, CONTROLLED_SHUTDOWN
 from .codegen import Context
 from .decoder import compile_decoder, returning_dict
-from .primitives import i32, string
+from .primitives import string
 
 
 @cache
@@ -136,17 +136,14 @@ def decode_request_header(buf):
         # Nearly every header, read here: v1, or v2 with no tagged field (its count, a zero
         # byte, ends it), with the client id the schema puts after the fixed fields (a
         # nullable int16-length string in both). Anything else takes the decode program.
-        correlation_id = p[4]  # widened before the shift: 24 bits up overflows a C int
-        correlation_id = correlation_id << 24 | p[5] << 16 | p[6] << 8 | p[7]
-        if correlation_id >= 0x80000000:
-            correlation_id -= 0x100000000
+        corr = correlation_id(buf, 4)
         n = p[8] << 8 | p[9]
         if n >= 0x8000:
             n -= 0x10000
         end = 10 + n if n > 0 else 10
         if hv == 1 and end <= size or hv == 2 and end < size and p[end] == 0:
             client_id = p[10:end].decode("utf-8", "replace") if n >= 0 else None
-            fields = (api_key, version, correlation_id, client_id, None, end + hv - 1)
+            fields = (api_key, version, corr, client_id, None, end + hv - 1)
             return _new(RequestHeader, fields)  # without the Python-level __new__
     try:
         d, end = _header_decoder("RequestHeader", hv)(buf, 0, _HEADER_CONTEXT)
@@ -162,7 +159,7 @@ def decode_request_header(buf):
 
 def _bare_header(buf, api_key, version):
     """The fixed fields of a header the schema cannot tell, and a client id if one fits."""
-    (corr,) = i32(buf, 4)
+    corr = correlation_id(buf, 4)
     try:
         client_id, end = string(buf, 8)
     except (IndexError, DecodeError):
@@ -179,12 +176,13 @@ def unknown(api_key, version):
     return f"unknown version: {name} v{version} (known: v{low} to v{high})"
 
 
-def correlation_id(buf):
-    """The correlation id a response starts with (buf: bytes, 4 of them at least). Read byte
-    by byte: compiled (messages.pxd), a C call reading through a pointer, once a response."""
+def correlation_id(buf, pos=0):
+    """The correlation id at buf[pos] (bytes, 4 of them there at least): where a response
+    starts, 4 bytes into a request. Read byte by byte: compiled (messages.pxd), a C call
+    reading through a pointer, once a request and once a response."""
     p = buf
-    n = p[0]  # widened before the shift: 24 bits up overflows a C int
-    n = n << 24 | p[1] << 16 | p[2] << 8 | p[3]
+    n = p[pos]  # widened before the shift: 24 bits up overflows a C int
+    n = n << 24 | p[pos + 1] << 16 | p[pos + 2] << 8 | p[pos + 3]
     return n - 0x100000000 if n >= 0x80000000 else n
 
 

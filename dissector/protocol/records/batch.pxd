@@ -2,7 +2,7 @@
 # integers, and the module's tables are reached without look-ups.
 cimport cython
 
-cdef dict _CODECS
+cdef tuple _CODEC_NAMES
 cdef object _unpack_header
 
 @cython.locals(codec=int, attributes=int, batch=dict)

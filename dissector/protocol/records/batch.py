@@ -8,7 +8,7 @@ own size before it is used, so no hostile value can make the decoder read or all
 import struct
 
 from . import common
-from .common import BatchError, Corrupt, codec_name
+from .common import CODEC_NAMES, BatchError, Corrupt
 from .compression import decompress
 from .crc import crc32c
 
@@ -26,7 +26,7 @@ _DELETE_HORIZON = 0x40
 _CONTROL_KEY = struct.Struct(">hh")  # ControlRecordType: version, type
 _END_TXN_MARKER = struct.Struct(">hi")  # EndTxnMarker: version, coordinator epoch
 _CONTROL_TYPES = {0: "ABORT", 1: "COMMIT"}
-_CODECS = dict(common.CODECS)
+_CODEC_NAMES = CODEC_NAMES  # a C-typed tuple when compiled (batch.pxd)
 
 
 def blank(magic=2):
@@ -97,7 +97,7 @@ def decode_batch(raw, view, pos, end, limits):
         # A bad CRC is reported, never a reason to drop the batch.
         "crc_ok": crc32c(view[pos + _CRC_START : end]) == crc,
         "attributes": attributes,
-        "compression": _CODECS.get(codec) or codec_name(codec),
+        "compression": _CODEC_NAMES[codec],
         "timestamp_type": "log_append" if log_append else "create",
         "transactional": attributes & _TRANSACTIONAL != 0,
         "control": control,

@@ -5,11 +5,11 @@ entry's header: no dicts, no CRC, no decompression. A compressed magic 0/1 messa
 many messages it wraps, so its count is unknown (None) here.
 """
 
-from .common import codec_name
+from .common import CODEC_NAMES
 
 _LOG_OVERHEAD = 12  # offset (int64) and length (int32) of every batch and message
 _BATCH_HEADER = 61  # a magic 2 batch's header, to the end of its record count
-_CODEC_NAMES = tuple(codec_name(codec) for codec in range(8))  # by the 3 bits of a codec
+_CODEC_NAMES = CODEC_NAMES  # a C-typed tuple when compiled (census.pxd)
 
 
 def census(buf, start, end):

@@ -39,10 +39,13 @@ STATUSES = (
 )
 
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+# The name of every codec the 3 codec bits of an attributes field can hold, by their value:
+# read once a batch, so named once here.
+CODEC_NAMES = tuple(CODECS.get(codec, f"unknown({codec})") for codec in range(8))
 
 
 def codec_name(codec):
-    return CODECS.get(codec) or f"unknown({codec})"  # a default in get() is formatted always
+    return CODEC_NAMES[codec] if 0 <= codec < len(CODEC_NAMES) else f"unknown({codec})"
 
 
 class BatchError(Exception):
