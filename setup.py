@@ -7,9 +7,11 @@ byte buffers read through pointers, C integers. The cost of this product is per 
 interpreter overhead in the calls and attribute look-ups of many small steps, which
 compilation cuts (2.5 to 3.7 times as fast on real traffic, see the README).
 
-One module has C-level source of its own: `dissector/tuples.pyx`, the compiled twin of
-`tuples.py`, builds the NamedTuples every stage hands on (several a packet) by allocating
-and filling them, which Python code cannot spell.
+Two modules have C-level source of their own, for what Python code cannot spell:
+`dissector/tuples.pyx`, the compiled twin of `tuples.py`, builds the NamedTuples every stage
+hands on (several a packet) by allocating and filling them; `dissector/tables/body_text.pyx`
+writes a body's JSON text from its bytes into a C buffer, where without it the body is
+decoded into dicts and those serialized.
 
 Nothing depends on it: with no C compiler, or with KAFKA_DISSECT_PURE=1 at install, a
 module that fails to build is skipped with a warning and its Python source runs instead.
@@ -46,6 +48,7 @@ HOT_PATH = [
     "dissector/session/*.py",
     "dissector/tables/arrow.py",
     "dissector/tables/bodies.py",
+    "dissector/tables/body_text.pyx",
     "dissector/tables/pairs.py",
     "dissector/tables/partitions.py",
     "dissector/tables/records.py",

@@ -30,6 +30,7 @@ HOT = (
     "dissector.session.conversation",
     "dissector.tables.summary",
     "dissector.tables.pairs",
+    "dissector.tables.body_text",
     "dissector.tuples",
 )
 
@@ -50,9 +51,10 @@ def test_no_compiled_module_is_older_than_its_source():
     """An edited module whose old build still shadows it would run the old code."""
     stale = []
     for built in PACKAGE.rglob("*.so"):
-        source = built.with_name(built.name.split(".", 1)[0] + ".py")
-        if source.exists() and source.stat().st_mtime > built.stat().st_mtime:
-            stale.append(str(source.relative_to(ROOT)))
+        for suffix in (".py", ".pyx", ".pxd"):
+            source = built.with_name(built.name.split(".", 1)[0] + suffix)
+            if source.exists() and source.stat().st_mtime > built.stat().st_mtime:
+                stale.append(str(source.relative_to(ROOT)))
     assert not stale, f"edited since built (run `pip install -e .`): {stale}"
 
 

@@ -34,6 +34,23 @@ ARRAY = 20  # program of a struct element
 ARRAY_FIXED = 24  # (struct format code, size): an array of fixed-width values
 ARRAY_VALUES = 28  # (program of one value, note): strings, bytes or ids
 
+# The opcodes by name, for other readers of these programs (tables/body_text.pyx): compiled,
+# the names above are C constants, not attributes of the module.
+OPCODES = {
+    "RUN": RUN,
+    "TAGS": TAGS,
+    "STRUCT": STRUCT,
+    "NULLABLE": NULLABLE,
+    "UUID": UUID,
+    "SIZED": SIZED,
+    "STRING": STRING,
+    "BYTES": BYTES,
+    "RECORDS": RECORDS,
+    "ARRAY": ARRAY,
+    "ARRAY_FIXED": ARRAY_FIXED,
+    "ARRAY_VALUES": ARRAY_VALUES,
+}
+
 
 def compile_program(definition, version):
     """The decode program of one version of a message (or header, or embedded data)."""

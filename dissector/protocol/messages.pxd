@@ -6,7 +6,7 @@ cimport cython
 from dissector.protocol.codegen cimport Context
 from dissector.tuples cimport new as _new
 
-cdef dict _FILLERS, _SCAN_PROGRAMS
+cdef dict _DECODE_PROGRAMS, _SCAN_PROGRAMS
 
 cdef class ByVersion:
     cdef object compute

@@ -10,7 +10,7 @@ from ..errors import DecodeError
 from . import scanner, schema
 from .apikeys import API_VERSIONS, CONTROLLED_SHUTDOWN
 from .codegen import Context
-from .decoder import compile_decoder, returning_dict
+from .decoder import compile_decoder, compile_program, fill, returning_dict
 from .primitives import string
 
 
@@ -18,8 +18,8 @@ from .primitives import string
 def body_decoder(api_key, kind, version):
     """decode(buf, pos, ctx) -> (dict, pos) of a request or response body (its decode
     program), or None for unknown versions."""
-    fill = body_filler(api_key, kind, version)
-    return None if fill is None else returning_dict(fill)
+    program = decode_program(api_key, kind, version)
+    return None if program is None else returning_dict(partial(fill, program))
 
 
 class ByVersion:
@@ -54,14 +54,13 @@ def _per_kind(compile_program):
     return {kind: of_kind(kind) for kind in ("request", "response")}
 
 
-_FILLERS = _per_kind(compile_decoder)
+_DECODE_PROGRAMS = _per_kind(compile_program)
 _SCAN_PROGRAMS = _per_kind(scanner.compile_program)
 
 
-def body_filler(api_key, kind, version):
-    """fill(buf, pos, ctx, d) -> pos: decodes into d, which keeps what was decoded when the
-    body is cut short."""
-    return _FILLERS[kind].get(api_key, version)
+def decode_program(api_key, kind, version):
+    """The decode program of a body (decoder.py: the dict it fills), or None."""
+    return _DECODE_PROGRAMS[kind].get(api_key, version)
 
 
 def body_program(api_key, kind, version):
@@ -207,12 +206,12 @@ def decode_body(api_key, kind, version, buf, pos, ctx):
     Bytes after the last field are kept under "_trailing_bytes" rather than rejected:
     brokers ignore them too, and some clients send them (librdkafka's Metadata v12).
     """
-    fill = _FILLERS[kind].get(api_key, version)
-    if fill is None:
+    program = _DECODE_PROGRAMS[kind].get(api_key, version)
+    if program is None:
         raise DecodeError(unknown(api_key, version), pos)
     body = {}
     try:
-        end = fill(buf, pos, ctx, body)
+        end = fill(program, buf, pos, ctx, body)
     except DecodeError as e:
         e.partial = body
         raise

@@ -50,7 +50,7 @@ EAGER = (
 )
 
 
-def _decode_later(key, kind, version, data, pos, records):
+def decode_later(key, kind, version, data, pos, records):
     """The full body behind a LazyBody (its scan succeeded, so this does too)."""
     try:
         return messages.decode_body(key, kind, version, data, pos, Context(records))
@@ -219,7 +219,7 @@ class ModernSession:
             scan_body(key, kind, version, data, pos, ctx)
         except DecodeError:
             return self._decode(key, kind, version, frame, pos)
-        return (_decode_later, key, kind, version, data, pos, self.records), ctx, None
+        return (decode_later, key, kind, version, data, pos, self.records), ctx, None
 
     def _topics(self, ctx):
         """Topic names of a decoded body, with ids resolved where Metadata named them;

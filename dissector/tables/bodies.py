@@ -6,7 +6,9 @@ import base64
 
 import orjson
 
-_OPTIONS = orjson.OPT_NON_STR_KEYS  # tagged fields unknown to the schema are keyed by number
+# Tagged fields unknown to the schema are keyed by number, which orjson writes only with this
+# option; it doubles the cost of every other body, so it is asked for only when needed.
+_NUMBER_KEYS = orjson.OPT_NON_STR_KEYS
 
 
 def _json_default(value):
@@ -24,7 +26,12 @@ def body_json(body):
 
 def body_utf8(body):
     """A decoded body as JSON text in UTF-8 bytes (what Arrow's strings hold)."""
-    return None if body is None else orjson.dumps(body, _json_default, _OPTIONS)
+    if body is None:
+        return None
+    try:
+        return orjson.dumps(body, _json_default)
+    except orjson.JSONEncodeError:  # a key that is a number (or a value JSON cannot hold)
+        return orjson.dumps(body, _json_default, _NUMBER_KEYS)
 
 
 def parse_body(value):

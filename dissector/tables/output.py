@@ -44,7 +44,8 @@ class TableWriter:
         self.rows = 0
         self._file = self._writer = None
         if self.format == ".parquet":
-            self._writer = pq.ParquetWriter(self.path, self.schema)
+            dictionary = _repeating_text(self.schema)
+            self._writer = pq.ParquetWriter(self.path, self.schema, use_dictionary=dictionary)
         else:
             self._file = open(self.path, "w", newline="", encoding="utf-8")  # noqa: SIM115
             if self.format == ".csv":
@@ -78,6 +79,21 @@ class TableWriter:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _repeating_text(schema):
+    """The text columns parquet stores as dictionaries (as leaf paths): text that repeats
+    (addresses, API names, topics, statuses) but not the bodies, where trying a dictionary
+    on text that never repeats cost a fifth of the write."""
+    out = []
+    for f in schema:
+        if f.name in ("request", "response"):
+            continue
+        if f.type == pa.string():
+            out.append(f.name)
+        elif pa.types.is_list(f.type) and f.type.value_type == pa.string():
+            out.append(f"{f.name}.list.element")
+    return out
 
 
 def _b64(value):

@@ -2,8 +2,14 @@
 
 from operator import attrgetter
 
-from ..session.exchange import COLUMNS
+from ..session.exchange import COLUMNS, LazyBody, decoded
+from ..session.modern import decode_later
 from .bodies import body_utf8
+
+try:  # C (body_text.pyx): a scanned body's JSON text written from its bytes
+    from .body_text import write as _write_text
+except ImportError:  # built without a C compiler: every body is decoded, then serialized
+    _write_text = None
 
 _PLAIN = COLUMNS[:-2]
 assert COLUMNS[-2:] == ("request", "response"), "bodies are the last two columns"
@@ -11,7 +17,18 @@ assert COLUMNS[-2:] == ("request", "response"), "bodies are the last two columns
 _plain_values = attrgetter(*_PLAIN)  # one C call per exchange for its plain columns
 
 
+def body_text(body):
+    """A body as JSON text in UTF-8 bytes (Arrow's strings), or None: one the session only
+    scanned is written from its bytes where body_text.pyx can, and is not kept decoded."""
+    if body.__class__ is LazyBody and body[0] is decode_later and _write_text is not None:
+        text = _write_text(*body[1:])
+        if text is not None:
+            return text
+    return body_utf8(decoded(body))
+
+
 def pairs_row(exchange):
-    """The exchange's row, in COLUMNS order, bodies as JSON text in UTF-8 bytes (Arrow's
-    strings): all a batch keeps of it."""
-    return (*_plain_values(exchange), body_utf8(exchange.request), body_utf8(exchange.response))
+    """The exchange's row, in COLUMNS order, bodies as JSON text: all a batch keeps of it.
+    The bodies are read as the exchange holds them (`_request`, `_response`): decoded, or
+    still bytes to decode."""
+    return (*_plain_values(exchange), body_text(exchange._request), body_text(exchange._response))

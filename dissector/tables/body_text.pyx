@@ -1,0 +1,606 @@
+# cython: language_level=3
+"""A lazily decoded body written straight to its JSON text: what a table keeps of a body.
+
+A table holds a body as JSON text (bodies.py), the text orjson makes of the decoded dict.
+Building that dict (a key and a value object for every field, 24 fields for every batch
+header) and serializing it cost more than the rest of an exchange's row. Here the body's
+decode program (protocol/decoder.py) is read again, from the scanned bytes, into that same
+text, byte for byte, with nothing built in between: lengths and integers are read and
+printed in C, keys are written as they were encoded once per message version.
+
+What this writer does not spell itself, it leaves to the dict path: `write` returns None
+and the caller decodes the body and serializes the dict. That is a body with tagged fields,
+bytes after its last field, or a record set other than plain batch headers (full records,
+batches that must be decompressed or do not decode, magic 0 and 1 message sets), which the
+dict path writes as it always does. Strings that need escaping and float64 fields go through
+orjson one value at a time. tests/test_body_text.py holds the two paths equal on every body
+of the bundled captures.
+
+It is C-level code with no Python twin: without a C compiler, bodies take the dict path.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize
+from dissector.protocol.messages cimport ByVersion
+from libc.stdint cimport int64_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcpy, memmove
+
+import binascii
+import struct
+from functools import partial
+
+import orjson
+
+from ..protocol.decoder import OPCODES
+from ..protocol.messages import decode_program
+from ..protocol.primitives import uuid_text, uvarint
+from ..protocol.records.common import CODEC_NAMES
+from ..protocol.records.crc import crc32c
+from ..protocol.records.record_set import decode_record_set
+from .bodies import body_utf8
+
+# Opcodes: the decode program's sized fields, structs and tags keep theirs; each fixed-width
+# field of a run becomes one instruction, FIXED plus the code of its type.
+cdef int RUN = OPCODES["RUN"]
+cdef int SIZED = OPCODES["SIZED"]
+cdef int STRING = OPCODES["STRING"]
+cdef int BYTES = OPCODES["BYTES"]
+cdef int RECORDS = OPCODES["RECORDS"]
+cdef int ARRAY = OPCODES["ARRAY"]
+cdef int ARRAY_FIXED = OPCODES["ARRAY_FIXED"]
+cdef int ARRAY_VALUES = OPCODES["ARRAY_VALUES"]
+cdef int STRUCT = OPCODES["STRUCT"]
+cdef int NULLABLE = OPCODES["NULLABLE"]
+cdef int TAGS = OPCODES["TAGS"]
+cdef int UUID = OPCODES["UUID"]
+cdef int FIXED = 64
+
+# Fixed-width types by their struct format code: (code, size).
+cdef enum:
+    INT8, INT16, UINT16, INT32, UINT32, INT64, FLOAT64, BOOL, ID
+_TYPES = {
+    "b": (INT8, 1),
+    "h": (INT16, 2),
+    "H": (UINT16, 2),
+    "i": (INT32, 4),
+    "I": (UINT32, 4),
+    "q": (INT64, 8),
+    "d": (FLOAT64, 8),
+    "?": (BOOL, 1),
+    "16s": (ID, 16),
+}
+cdef int _SIZES[9]
+_SIZES[:] = [1, 2, 2, 4, 4, 8, 8, 1, 16]
+_DOUBLE = struct.Struct(">d")
+
+_LOG_OVERHEAD = 12  # a batch's offset and length
+_BATCH_HEADER = 61
+_CRC_START = 21
+
+
+class _Unwritten(Exception):
+    """Something only the dict path writes: the body is left to it."""
+
+
+# --- programs -------------------------------------------------------------------------------
+
+
+def _formats(fmt):
+    """The type codes of a struct format such as ">iq16sh"."""
+    codes, count = [], ""
+    for c in fmt.lstrip(">"):
+        if c.isdigit():
+            count += c
+            continue
+        codes.append(count + c)
+        count = ""
+    return codes
+
+
+def compile_text_program(program, comma=False):
+    """The text program of a decode program: (opcode, key, argument) instructions whose key
+    is the field's JSON key with its colon, and its leading comma but in first place (in
+    every place with comma=True: a tagged field follows the fields before it)."""
+    out = []
+    for ins in program:
+        op, name, arg = ins
+        if op == RUN:
+            unpack = arg[0]
+            for field, code in zip(name, _formats(unpack.__self__.format), strict=True):
+                out.append([FIXED + _TYPES[code][0], field, None])
+            continue
+        if op >= SIZED:
+            kind = op - (op & 3)
+            if kind == ARRAY:
+                arg = compile_text_program(arg)
+            elif kind == ARRAY_FIXED:
+                arg = _TYPES[arg[0]][0]
+            elif kind == ARRAY_VALUES:
+                arg = arg[0][0][0]  # the opcode of one value
+        elif op in (STRUCT, NULLABLE):
+            arg = compile_text_program(arg)
+        elif op == TAGS:
+            arg = {tag: compile_text_program(one, comma=True) for tag, one in arg.items()}
+        out.append([op, name, arg])
+    for i, ins in enumerate(out):
+        if ins[1] is not None:
+            ins[1] = (b"," if i or comma else b"") + orjson.dumps(ins[1]) + b":"
+    return tuple(tuple(ins) for ins in out)
+
+
+def _of_kind(kind):
+    def compute(api_key, version):
+        program = decode_program(api_key, kind, version)
+        return None if program is None else compile_text_program(program)
+
+    return ByVersion(compute)
+
+
+cdef dict _PROGRAMS = {"request": _of_kind("request"), "response": _of_kind("response")}
+
+
+# --- the text -------------------------------------------------------------------------------
+
+
+cdef class _Text:
+    """A growing buffer of UTF-8."""
+
+    cdef char *buf
+    cdef Py_ssize_t n, cap
+
+    def __cinit__(self):
+        self.cap = 1 << 14
+        self.n = 0
+        self.buf = <char *>malloc(self.cap)
+        if self.buf == NULL:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        free(self.buf)
+
+    cdef int room(self, Py_ssize_t k) except -1:
+        cdef Py_ssize_t cap = self.cap
+        cdef char *grown
+        if self.n + k <= cap:
+            return 0
+        while cap < self.n + k:
+            cap *= 2
+        grown = <char *>realloc(self.buf, cap)
+        if grown == NULL:
+            raise MemoryError()
+        self.buf = grown
+        self.cap = cap
+        return 0
+
+    cdef inline int put(self, const char *s, Py_ssize_t k) except -1:
+        self.room(k)
+        memcpy(self.buf + self.n, s, k)
+        self.n += k
+        return 0
+
+    cdef inline int put_bytes(self, bytes b) except -1:
+        return self.put(PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b))
+
+    cdef inline int char(self, char c) except -1:
+        self.room(1)
+        self.buf[self.n] = c
+        self.n += 1
+        return 0
+
+    cdef int integer(self, int64_t v) except -1:
+        cdef char digits[24]
+        cdef int i = 24
+        cdef uint64_t u = (<uint64_t>0 - <uint64_t>v) if v < 0 else <uint64_t>v
+        while True:
+            i -= 1
+            digits[i] = <char>(48 + u % 10)
+            u //= 10
+            if u == 0:
+                break
+        if v < 0:
+            i -= 1
+            digits[i] = b"-"
+        return self.put(digits + i, 24 - i)
+
+    cdef int boolean(self, bint v) except -1:
+        if v:
+            return self.put_bytes(b"true")
+        return self.put_bytes(b"false")
+
+    cdef int null(self) except -1:
+        return self.put_bytes(b"null")
+
+    cdef int string(self, const unsigned char *p, Py_ssize_t start, Py_ssize_t stop) except -1:
+        """The UTF-8 at p[start:stop] as a JSON string: copied when it is printable ASCII
+        with nothing to escape (topic names, client ids), else as orjson writes its text."""
+        cdef Py_ssize_t i
+        cdef unsigned char c
+        for i in range(start, stop):
+            c = p[i]
+            if c < 0x20 or c > 0x7E or c == 0x22 or c == 0x5C:
+                text = PyBytes_FromStringAndSize(<const char *>p + start, stop - start)
+                return self.put_bytes(orjson.dumps(text.decode("utf-8", "replace")))
+        self.char(b'"')
+        self.put(<const char *>p + start, stop - start)
+        return self.char(b'"')
+
+    cdef int text(self, str s) except -1:
+        """An ASCII str (an id, a codec name) as a JSON string."""
+        cdef Py_ssize_t k
+        cdef const char *c = PyUnicode_AsUTF8AndSize(s, &k)
+        self.char(b'"')
+        self.put(c, k)
+        return self.char(b'"')
+
+
+cdef _Text _TEXT = _Text()  # reused: the text of one body at a time, then copied out
+
+
+# --- reading --------------------------------------------------------------------------------
+
+
+cdef inline uint64_t _be(const unsigned char *p, Py_ssize_t pos, int size):
+    cdef uint64_t v = 0
+    cdef int i
+    for i in range(size):
+        v = v << 8 | p[pos + i]
+    return v
+
+
+cdef Py_ssize_t _uvarint(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end,
+                         Py_ssize_t *n) except -1:
+    """The unsigned varint of at most 5 bytes at p[pos] (primitives.uvarint), into n; the
+    position after it."""
+    cdef uint64_t v = 0
+    cdef int shift
+    for shift in range(0, 35, 7):
+        if pos >= end:
+            raise _Unwritten()
+        v |= <uint64_t>(p[pos] & 0x7F) << shift
+        pos += 1
+        if p[pos - 1] < 0x80:
+            n[0] = <Py_ssize_t>v
+            return pos
+    raise _Unwritten()
+
+
+cdef Py_ssize_t _length(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end, int width,
+                        Py_ssize_t *n) except -1:
+    """The length or count at p[pos] as `width` encodes it (primitives.read_length), into n;
+    the position after it."""
+    cdef uint64_t v
+    if width == 3:  # unsigned varint of n + 1
+        pos = _uvarint(p, pos, end, n)
+        n[0] -= 1
+        return pos
+    if width == 1:
+        if pos + 2 > end:
+            raise _Unwritten()
+        v = _be(p, pos, 2)
+        n[0] = -1 if v >= 0x8000 else <Py_ssize_t>v
+        return pos + 2
+    if pos + 4 > end:
+        raise _Unwritten()
+    v = _be(p, pos, 4)
+    n[0] = -1 if v >= 0x80000000 else <Py_ssize_t>v
+    return pos + 4
+
+
+cdef Py_ssize_t _fixed(_Text out, int kind, bytes raw, const unsigned char *p, Py_ssize_t pos,
+                       Py_ssize_t end) except -1:
+    """One fixed-width value at p[pos]; the position after it."""
+    cdef int size = _SIZES[kind]
+    cdef uint64_t v
+    if pos + size > end:
+        raise _Unwritten()
+    if kind == ID:
+        out.text(uuid_text(raw[pos : pos + 16]))
+    elif kind == FLOAT64:
+        out.put_bytes(orjson.dumps(_DOUBLE.unpack_from(raw, pos)[0]))
+    elif kind == BOOL:
+        out.boolean(p[pos] != 0)
+    else:
+        v = _be(p, pos, size)
+        if kind == INT8:
+            out.integer(<signed char>v)
+        elif kind == INT16:
+            out.integer(<short>v)
+        elif kind == INT32:
+            out.integer(<int>v)
+        elif kind == INT64:
+            out.integer(<int64_t>v)
+        else:  # unsigned
+            out.integer(<int64_t>v)
+    return pos + size
+
+
+cdef Py_ssize_t _sized(_Text out, int kind, Py_ssize_t n, bytes raw, const unsigned char *p,
+                       Py_ssize_t pos, Py_ssize_t end, object records) except -1:
+    """n bytes at p[pos] as a string, bytes (base64) or record set; the position after."""
+    if n > end - pos:
+        raise _Unwritten()
+    if kind == STRING:
+        out.string(p, pos, pos + n)
+    elif kind == BYTES:
+        out.char(b'"')
+        out.put_bytes(binascii.b2a_base64(raw[pos : pos + n], newline=False))
+        out.char(b'"')
+    else:
+        _record_set(out, raw, p, pos, pos + n, records)
+    return pos + n
+
+
+cdef Py_ssize_t _fields(_Text out, tuple program, bytes raw, const unsigned char *p,
+                        Py_ssize_t pos, Py_ssize_t end, object records) except -1:
+    """The fields of `program` at p[pos], each key and value; the position after them."""
+    cdef tuple ins
+    cdef int op, width, kind, code
+    cdef Py_ssize_t n, i
+    for ins in program:
+        op = ins[0]
+        if op == TAGS:
+            if pos >= end:
+                raise _Unwritten()
+            if p[pos] == 0:  # none, nearly always
+                pos += 1
+            else:
+                pos = _tags(out, ins[2], ins is program[0], raw, p, pos, end, records)
+            continue
+        out.put_bytes(ins[1])
+        if op >= FIXED:
+            pos = _fixed(out, op - FIXED, raw, p, pos, end)
+        elif op >= SIZED:
+            width = op & 3
+            kind = op - width
+            pos = _length(p, pos, end, width, &n)
+            if n < 0:
+                if kind == RECORDS and not _known(records):
+                    raise _Unwritten()  # what a record decoder of its own makes of null
+                out.null()
+            elif kind <= RECORDS:
+                pos = _sized(out, kind, n, raw, p, pos, end, records)
+            else:
+                if n > end - pos:
+                    raise _Unwritten()
+                out.char(b"[")
+                for i in range(n):
+                    if i:
+                        out.char(b",")
+                    if kind == ARRAY:
+                        out.char(b"{")
+                        pos = _fields(out, ins[2], raw, p, pos, end, records)
+                        out.char(b"}")
+                    elif kind == ARRAY_FIXED:
+                        pos = _fixed(out, ins[2], raw, p, pos, end)
+                    else:
+                        pos = _value(out, ins[2], raw, p, pos, end, records)
+                out.char(b"]")
+        elif op == STRUCT or op == NULLABLE:
+            if op == NULLABLE:
+                if pos >= end:
+                    raise _Unwritten()
+                pos += 1
+                if p[pos - 1] >= 0x80:
+                    out.null()
+                    continue
+            out.char(b"{")
+            pos = _fields(out, ins[2], raw, p, pos, end, records)
+            out.char(b"}")
+        else:
+            raise _Unwritten()
+    return pos
+
+
+cdef Py_ssize_t _tags(_Text out, dict known, bint alone, bytes raw, const unsigned char *p,
+                      Py_ssize_t pos, Py_ssize_t end, object records) except -1:
+    """A tagged-field section at p[pos] (decoder._tags): each known field after the fields
+    before it, in the order they came, and the unknown ones, base64, under "_unknown_tags"
+    (keyed by number) where the first came; the position after it. alone: no field came
+    before, so the first written takes no comma."""
+    cdef Py_ssize_t count, tag, size, i, mark
+    cdef list tags = []
+    pos = _uvarint(p, pos, end, &count)
+    if count > end - pos:
+        raise _Unwritten()
+    for i in range(count):
+        pos = _uvarint(p, pos, end, &tag)
+        pos = _uvarint(p, pos, end, &size)
+        if size > end - pos:
+            raise _Unwritten()
+        tags.append((tag, pos, pos + size))
+        pos += size
+    if len({t[0] for t in tags}) != count:
+        raise _Unwritten()  # a tag twice: the dict keeps the last where the first was
+    unknown = [t for t in tags if t[0] not in known]
+    for tag, start, stop in tags:
+        program = known.get(tag)
+        mark = out.n
+        if program is not None:
+            _fields(out, program, raw, p, start, stop, records)
+        elif tag == unknown[0][0]:
+            out.put_bytes(b',"_unknown_tags":{')
+            for i in range(len(unknown)):
+                tag, start, stop = unknown[i]
+                if i:
+                    out.char(b",")
+                out.put_bytes(b'"%d":"' % tag)
+                out.put_bytes(binascii.b2a_base64(raw[start:stop], newline=False))
+                out.char(b'"')
+            out.char(b"}")
+        else:
+            continue
+        if alone:  # the first field of the object: no comma before it
+            memmove(out.buf + mark, out.buf + mark + 1, out.n - mark - 1)
+            out.n -= 1
+            alone = False
+    return pos
+
+
+cdef Py_ssize_t _value(_Text out, int op, bytes raw, const unsigned char *p, Py_ssize_t pos,
+                       Py_ssize_t end, object records) except -1:
+    """One element of an array of strings, bytes or ids; the position after it."""
+    cdef Py_ssize_t n
+    cdef int width
+    if op == UUID:
+        return _fixed(out, ID, raw, p, pos, end)
+    width = op & 3
+    pos = _length(p, pos, end, width, &n)
+    if n < 0:
+        out.null()
+        return pos
+    return _sized(out, op - width, n, raw, p, pos, end, records)
+
+
+# --- record sets ----------------------------------------------------------------------------
+
+
+cdef inline bint _known(records):
+    """Whether records is one of the record decoders Options makes (or None, sizes only)."""
+    return records is None or records.__class__ is partial and records.func is decode_record_set
+
+
+cdef int _record_set(_Text out, bytes raw, const unsigned char *p, Py_ssize_t start,
+                     Py_ssize_t stop, object records) except -1:
+    """The record set at p[start:stop] as the session's record decoder makes it."""
+    cdef Py_ssize_t mark = out.n
+    if records is None:  # codegen.record_set_size
+        out.put_bytes(b'{"size":')
+        out.integer(stop - start)
+        return out.char(b"}")
+    if records.__class__ is partial and records.func is decode_record_set:
+        limits = records.keywords["limits"]
+        if not limits.records and _batch_headers(out, raw, p, start, stop, limits):
+            return 0
+    out.n = mark  # the record decoder's own dict, serialized
+    text = body_utf8(records(raw[start:stop]))
+    return out.null() if text is None else out.put_bytes(text)
+
+
+cdef bint _batch_headers(_Text out, bytes raw, const unsigned char *p, Py_ssize_t start,
+                         Py_ssize_t stop, object limits) except -1:
+    """A record set of magic 2 batches without their records (record_set.py), written;
+    False, partly written, where it holds anything else."""
+    cdef Py_ssize_t pos = start, end, length, left = 0
+    cdef bint first = True
+    view = memoryview(raw)
+    out.put_bytes(b'{"size":')
+    out.integer(stop - start)
+    out.put_bytes(b',"batches":[')
+    while pos < stop:
+        if stop - pos < _LOG_OVERHEAD:
+            left = stop - pos
+            break
+        length = <int>_be(p, pos + 8, 4)
+        if length < 0:
+            return False
+        end = pos + _LOG_OVERHEAD + length
+        if end > stop:  # a fetch response may end in part of a batch
+            left = stop - pos
+            break
+        if length <= 4 or p[pos + 16] != 2:
+            return False
+        if not first:
+            out.char(b",")
+        first = False
+        if not _batch_header(out, view, p, pos, end, limits):
+            return False
+        pos = end
+    out.put_bytes(b'],"truncated":')
+    out.boolean(left != 0)
+    out.put_bytes(b',"truncated_bytes":')
+    out.integer(left)
+    out.put_bytes(b',"error":null}')
+    return True
+
+
+cdef bint _batch_header(_Text out, object view, const unsigned char *p, Py_ssize_t pos,
+                        Py_ssize_t end, object limits) except -1:
+    """A magic 2 batch at p[pos:end] as batch.decode_batch makes it without records, written;
+    False where that holds more than its header (an error, decompression)."""
+    cdef int attributes, codec, count
+    cdef Py_ssize_t size = end - pos - _BATCH_HEADER
+    if size < 0:
+        return False
+    attributes = <short>_be(p, pos + 21, 2)
+    codec = attributes & 0x07
+    count = <int>_be(p, pos + 57, 4)
+    if count < 0 or count > limits.max_records or codec and limits.decompress:
+        return False
+    cdef uint64_t crc = _be(p, pos + 17, 4)
+    out.put_bytes(b'{"magic":2,"base_offset":')
+    out.integer(<int64_t>_be(p, pos, 8))
+    out.put_bytes(b',"batch_length":')
+    out.integer(<int>_be(p, pos + 8, 4))
+    out.put_bytes(b',"partition_leader_epoch":')
+    out.integer(<int>_be(p, pos + 12, 4))
+    out.put_bytes(b',"crc":')
+    out.integer(crc)
+    out.put_bytes(b',"crc_ok":')
+    out.boolean(crc32c(view[pos + _CRC_START : end]) == crc)
+    out.put_bytes(b',"attributes":')
+    out.integer(attributes)
+    out.put_bytes(b',"compression":')
+    out.text(CODEC_NAMES[codec])
+    if attributes & 0x08:
+        out.put_bytes(b',"timestamp_type":"log_append"')
+    else:
+        out.put_bytes(b',"timestamp_type":"create"')
+    out.put_bytes(b',"transactional":')
+    out.boolean(attributes & 0x10)
+    out.put_bytes(b',"control":')
+    out.boolean(attributes & 0x20)
+    out.put_bytes(b',"has_delete_horizon":')
+    out.boolean(attributes & 0x40)
+    out.put_bytes(b',"last_offset_delta":')
+    out.integer(<int>_be(p, pos + 23, 4))
+    out.put_bytes(b',"base_timestamp":')
+    out.integer(<int64_t>_be(p, pos + 27, 8))
+    out.put_bytes(b',"max_timestamp":')
+    out.integer(<int64_t>_be(p, pos + 35, 8))
+    out.put_bytes(b',"producer_id":')
+    out.integer(<int64_t>_be(p, pos + 43, 8))
+    out.put_bytes(b',"producer_epoch":')
+    out.integer(<short>_be(p, pos + 51, 2))
+    out.put_bytes(b',"base_sequence":')
+    out.integer(<int>_be(p, pos + 53, 4))
+    out.put_bytes(b',"record_count":')
+    out.integer(count)
+    out.put_bytes(b',"records":[],"status":"ok","error":null,"compressed_size":')
+    out.integer(size)
+    out.put_bytes(b',"uncompressed_size":')
+    if codec:
+        out.null()
+    else:
+        out.integer(size)
+    out.char(b"}")
+    return True
+
+
+# --- the entry ------------------------------------------------------------------------------
+
+
+cpdef bytes write(int api_key, str kind, int version, data, Py_ssize_t pos, records):
+    """The JSON text (UTF-8) of the body messages.decode_body would decode from data[pos:]
+    with a Context of `records`, serialized as bodies.body_utf8 does; None where the dict
+    path must write it (see the module's docstring)."""
+    cdef ByVersion memo = _PROGRAMS[kind]
+    cdef _Text out = _TEXT
+    program = memo.get(api_key, version)
+    if program is None:
+        return None
+    raw = data if data.__class__ is bytes else bytes(data)
+    cdef const unsigned char *p = raw
+    cdef Py_ssize_t end = len(raw)
+    if out.n:  # in use: a record decoder of the caller's wrote a body from within
+        out = _Text()
+    try:
+        out.char(b"{")
+        if _fields(out, program, raw, p, pos, end, records) != end:
+            return None  # bytes after the last field: the dict path keeps them
+        out.char(b"}")
+        return PyBytes_FromStringAndSize(out.buf, out.n)
+    except _Unwritten:
+        return None
+    finally:
+        out.n = 0
