@@ -1,14 +1,13 @@
 """kafka-dissect: the command line."""
 
 import argparse
-import ctypes
 import gc
 import os
 import sys
 import traceback
 import warnings
 
-from . import source
+from . import heap, source
 from .arguments import add_dissection_arguments, dissection_options
 from .errors import DissectorError
 from .live import cli as live_cli
@@ -115,22 +114,9 @@ def analyze(args):
     return 0
 
 
-# glibc's mallopt parameters.
-_M_TRIM_THRESHOLD = -1
-_M_MMAP_THRESHOLD = -3
-
-
 def _tune_for_a_whole_capture():
     """Process settings for a run that reads captures to their end and exits."""
-    # Large frames (Fetch responses of a megabyte) come and go by the thousand: glibc would
-    # map and unmap each one and the kernel zero its pages every time. Kept in the heap,
-    # their memory is reused.
-    try:
-        libc = ctypes.CDLL(None)
-        libc.mallopt(_M_MMAP_THRESHOLD, 64 << 20)
-        libc.mallopt(_M_TRIM_THRESHOLD, 128 << 20)
-    except (OSError, AttributeError):  # not glibc: its allocator's own defaults
-        pass
+    heap.keep_frames()
     # Modules and schema live to the end, out of the collector's sight; exchanges make many
     # short-lived containers without cycles, so young collections can be rarer.
     gc.freeze()

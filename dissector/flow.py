@@ -23,7 +23,7 @@ class Dissector:
     def __init__(self, options=None, directory=None, on_open=None, **kw):
         self.options = options or Options(**kw)
         self.ports = self.options.ports
-        self.net = NetDecoder()
+        self.net = NetDecoder(in_place=True)
         self.tcp = TcpTracker(broker_ports=self.ports, on_open=on_open)
         self.directory = Directory() if directory is None else directory
         self.records = self.options.record_decoder()
@@ -90,7 +90,7 @@ class Dissector:
                 conv = Conversation(conn, self.options, self.directory, self.records)
                 self.conversations[conn.id] = conv
             if kind is StreamData:
-                out += conv.data(ev.side, ev.data, ev.frame, ev.ts)
+                out += conv.data(ev.side, ev.data, ev.frame, ev.ts, ev.start)
             elif kind is StreamGap:
                 out += conv.gap(ev.side, ev.size, ev.frame, ev.ts, ev.cut)
         return out

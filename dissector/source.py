@@ -3,6 +3,7 @@
 import sys
 import warnings
 
+from . import heap
 from .capture import open_capture
 from .errors import CaptureError
 from .flow import Dissector
@@ -40,6 +41,7 @@ class Dissection:
 
     def __iter__(self):
         d = self.dissector
+        heap.keep_top()
         with _opened(self._input, self.path) as reader:
             self._reader = reader
             bar = _progress_bar(self.path, reader.total_bytes, self.progress)

@@ -327,3 +327,33 @@ def test_gaps_and_junk_keep_the_accounts(sizes, cuts, holes, junk, synced):
         # After junk, search finds every frame (junk may at worst hide ones it swallowed).
         found = [x.data for x in items if isinstance(x, Frame)]
         assert found == bodies[len(bodies) - len(found) :]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=frame_sizes,
+    cuts=st.lists(st.integers(1, 5000), min_size=1, max_size=30),
+    heads=st.lists(st.integers(0, 70), min_size=1, max_size=30),
+    synced=st.booleans(),
+)
+def test_bytes_left_in_their_packet_frame_as_copies_do(sizes, cuts, heads, synced):
+    """Each piece fed as data[start:], behind `start` bytes of packet headers (what the core
+    feeds from NetDecoder(in_place=True)): the same frames, offsets, packets and accounts as
+    the piece fed alone, in step or searching for a frame start."""
+    bodies = [body(n, i) for i, n in enumerate(sizes)]
+    data = b"\x01\x02\x03" + b"".join(fr(b) for b in bodies)
+    pieces = chunks(data if not synced else data[3:], cuts)
+    copied = Framer(is_frame_start=starts_with_magic, synced=synced)
+    expected = run(copied, pieces)
+    in_place = Framer(is_frame_start=starts_with_magic, synced=synced)
+    items = []
+    for i, piece in enumerate(pieces):
+        head = b"\xff" * heads[i % len(heads)]  # an oversize prefix if it were ever read
+        items += in_place.feed(head + piece, i + 1, (i + 1) * 10, len(head))
+    items += in_place.finish()
+    assert items == expected
+    assert (in_place.bytes_framed, in_place.bytes_skipped, in_place.frames) == (
+        copied.bytes_framed,
+        copied.bytes_skipped,
+        copied.frames,
+    )

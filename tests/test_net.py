@@ -723,3 +723,23 @@ def test_fragments_in_any_order_with_overlaps_give_the_datagram(size, piece, rng
     assert out, "never completed"
     _frame, seg = out[0]
     assert seg.payload == datagram[20:] and seg.missing == 0
+
+
+def test_in_place_leaves_the_payload_in_the_packet():
+    """NetDecoder(in_place=True), as the core makes it: a payload that runs to the end of its
+    packet is the packet's own bytes from `start`, not a copy; a padded one is copied."""
+    frames = [
+        (ether(ipv4(tcp_header() + PAYLOAD)), 1, True),
+        (ether(ipv6(tcp_header() + PAYLOAD), 0x86DD), 1, True),
+        (ether(ipv4(tcp_header() + PAYLOAD), tags=[(0x8100, 7)]), 1, True),
+        (sll(ipv4(tcp_header() + PAYLOAD, options=b"\x01" * 4)), 113, True),
+        (ether(ipv4(tcp_header() + PAYLOAD)) + b"\xee" * 4, 1, False),  # Ethernet padding
+        (ether(ipv4(tcp_header() + PAYLOAD))[:60], 1, True),  # cut by the snap length
+    ]
+    for data, linktype, kept in frames:
+        copied = NetDecoder().decode(pkt(data, linktype))
+        seg = NetDecoder(in_place=True).decode(pkt(data, linktype))
+        assert copied.start == 0
+        assert seg.payload[seg.start :] == copied.payload
+        assert seg._replace(payload=copied.payload, start=0) == copied
+        assert (seg.payload is data) == kept and (seg.start > 0) == kept

@@ -35,7 +35,7 @@ def stream(events, side, conn_id=None):
             continue
         if conn_id is not None and ev.conn.id != conn_id:
             continue
-        item = ev.data if isinstance(ev, StreamData) else ev.size
+        item = ev.data[ev.start :] if isinstance(ev, StreamData) else ev.size
         if out and type(out[-1]) is type(item):
             out[-1] += item
         else:
@@ -495,3 +495,28 @@ def test_losses_acks_and_bounds_keep_bytes_in_place(size, mss, seed, loss, max_b
     assert delivered == conn.bytes_delivered[0]
     assert delivered + conn.bytes_dup[0] + conn.bytes_dropped[0] == fed
     assert ends(evs) == [(0, "eof")]
+
+
+def test_payload_left_in_its_packet_reassembles_as_a_copy():
+    """Segments whose payload starts `start` bytes into their packet (NetDecoder(in_place=
+    True)): in order, out of order, overlapping and retransmitted, the same stream."""
+    data = bytes(range(256)) * 8
+    rng = random.Random(5)
+    in_order = [(i, data[i : i + 150]) for i in range(0, 600, 150)]
+    rest = [(i, data[i : i + 200]) for i in range(600, len(data), 150)]  # overlapping
+    rest += rng.sample(rest, 4)  # retransmitted
+    rng.shuffle(rest)
+    pieces = in_order + rest
+    copied, in_place = TcpTracker(), TcpTracker()
+    out = {id(copied): [], id(in_place): []}
+    for tracker in (copied, in_place):
+        _, cseq, _ = handshake(tracker)
+        for n, (i, chunk) in enumerate(pieces):
+            s = seg(10 + n, C, S, cseq + i, chunk)
+            if tracker is in_place:
+                head = b"\xff" * (14 + n % 40)
+                s = s._replace(payload=head + chunk, start=len(head))
+            out[id(tracker)] += tracker.feed(s)
+    assert stream(out[id(in_place)], 0) == stream(out[id(copied)], 0) == [data]
+    left = [ev for ev in out[id(in_place)] if isinstance(ev, StreamData) and ev.start]
+    assert len(left) == len(in_order)  # the in-order ones, passed on where they lie

@@ -15,7 +15,7 @@ cdef class Framer:
     cdef public int _mode
     cdef public long long _need, _off, _size, bytes_framed, frames
 
-    @cython.locals(n=Py_ssize_t, base="long long", mode=int, need="long long", pos=Py_ssize_t)
-    cpdef list feed(self, data, frame, ts)
+    @cython.locals(n=Py_ssize_t, base="long long", mode=int, need="long long", pos=Py_ssize_t, end=Py_ssize_t)
+    cpdef list feed(self, data, frame, ts, Py_ssize_t start=*)
     @cython.locals(p="const unsigned char *", n=Py_ssize_t, rem=Py_ssize_t, size=Py_ssize_t, end=Py_ssize_t, nf=Py_ssize_t, nb=Py_ssize_t, mx=Py_ssize_t)
     cdef Py_ssize_t _sync(self, bytes data, Py_ssize_t pos, long long base, frame, ts, list out) except -1

@@ -149,21 +149,22 @@ class Framer:
     def synced(self):
         return self._mode < _SEARCH
 
-    def feed(self, data, frame, ts):
-        """Next bytes of the stream; returns Frames and Skipped, in stream order."""
+    def feed(self, data, frame, ts, start=0):
+        """Next bytes of the stream, data[start:] (bytes left in their packet); returns Frames
+        and Skipped, in stream order."""
         n = len(data)
-        base = self._off
+        base = self._off - start  # the stream offset of data[0]
+        self._off = base + n
         mode = self._mode
         if mode == _BODY:
             need = self._need
-            if n < need:  # middle of a large frame
-                self._chunks.append(data)
-                self._need = need - n
-                self._off = base + n
+            if n - start < need:  # middle of a large frame
+                self._chunks.append(data[start:] if start else data)
+                self._need = need - (n - start)
                 return []
-            self._off = base + n
             chunks = self._chunks
-            chunks.append(data[:need] if need < n else data)
+            end = start + need
+            chunks.append(data[start:end] if start or end < n else data)
             out = [
                 _new(
                     Frame,
@@ -174,19 +175,18 @@ class Framer:
             self.bytes_framed += 4 + self._size
             self._chunks = None
             self._mode = _SYNC
-            if need < n:
-                pos = self._sync(data, need, base, frame, ts, out)
+            if end < n:
+                pos = self._sync(data, end, base, frame, ts, out)
                 if pos < n:
                     self._run(data, pos, base, frame, ts, out)
             return out
-        self._off = base + n
         out = []
         if mode == _SYNC:
-            pos = self._sync(data, 0, base, frame, ts, out)
+            pos = self._sync(data, start, base, frame, ts, out)
             if pos < n:
                 self._run(data, pos, base, frame, ts, out)
-        elif n:
-            self._run(data, 0, base, frame, ts, out)
+        elif n > start:
+            self._run(data, start, base, frame, ts, out)
         return out
 
     def gap(self, size, frame, ts, cut=False):

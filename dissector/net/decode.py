@@ -1,7 +1,7 @@
 """Stage 2: from captured frames to TCP segments."""
 
-import socket
 import struct
+from _socket import AF_INET, AF_INET6, inet_ntop  # socket's C core: `socket` loads 3 ms more
 from collections.abc import Iterable, Iterator
 
 from dissector.capture.packet import Packet
@@ -38,10 +38,15 @@ class NetDecoder:
     `on_fragment`, if given, takes the IP fragments of TCP instead: it is called with the raw
     source and destination addresses of each, and no fragment is reassembled (for a driver
     that only needs to know which hosts a fragment is between).
+
+    `in_place`: a payload that runs to the end of its packet stays in the packet's bytes, as
+    `payload` from `start` (Segment), instead of being copied out: one copy and one object a
+    packet fewer, for a consumer that reads `start` (the core's own pipeline).
     """
 
-    def __init__(self, on_fragment=None) -> None:
+    def __init__(self, on_fragment=None, in_place=False) -> None:
         self.on_fragment = on_fragment
+        self.in_place = in_place
         self.unsupported: dict[int, list[int]] = {}
         self.unsupported_linktypes: set[int] = set()
         self.unsupported_packets = 0
@@ -54,8 +59,8 @@ class NetDecoder:
         addrs = self._addrs
         if len(addrs) >= _ADDR_CACHE_MAX:
             addrs.clear()
-        family = socket.AF_INET if len(raw) == 4 else socket.AF_INET6
-        text = addrs[raw] = socket.inet_ntop(family, raw)
+        family = AF_INET if len(raw) == 4 else AF_INET6
+        text = addrs[raw] = inet_ntop(family, raw)
         return text
 
     def _pair(self, pair: bytes) -> tuple[str, str]:
@@ -99,8 +104,12 @@ class NetDecoder:
                 ack = ack << 24 | p[43] << 16 | p[44] << 8 | p[45]
                 sport = p[34] << 8 | p[35]
                 dport = p[36] << 8 | p[37]
-                payload = data[off:end]
-                fields = (frame, ts, src, sport, dst, dport, seq, ack, p[47], payload, missing)
+                if self.in_place and end == n:
+                    payload, start = data, off  # left where it lies
+                else:
+                    payload, start = data[off:end], 0
+                fields = (frame, ts, src, sport, dst, dport, seq, ack, p[47],
+                          payload, missing, start)  # fmt: skip
                 return _new(Segment, fields)
 
         handler = self._handlers.get(linktype)
@@ -166,8 +175,11 @@ class NetDecoder:
         addrs = self._addrs
         src = addrs.get(src) or self._addr(src)
         dst = addrs.get(dst) or self._addr(dst)
-        payload = data[off:end]
-        fields = (frame, ts, src, sport, dst, dport, seq, ack, flags, payload, missing)
+        if self.in_place and end == n:
+            payload, start = data, off  # left where it lies
+        else:
+            payload, start = data[off:end], 0
+        fields = (frame, ts, src, sport, dst, dport, seq, ack, flags, payload, missing, start)
         return _new(Segment, fields)
 
     def _unsupported(self, linktype: int, frame: int) -> None:
@@ -233,7 +245,7 @@ class NetDecoder:
         addrs = self._addrs
         src = addrs.get(src) or self._addr(src)
         dst = addrs.get(dst) or self._addr(dst)
-        fields = (frame, ts, src, sport, dst, dport, seq, ack, flags, payload[off:], missing)
+        fields = (frame, ts, src, sport, dst, dport, seq, ack, flags, payload[off:], missing, 0)
         return _new(Segment, fields)
 
     def segments(self, packets: Iterable[Packet]) -> Iterator[Segment]:

@@ -15,5 +15,8 @@ class Segment(NamedTuple):
     seq: int
     ack: int
     flags: int  # TCP flag bits (FIN, SYN, RST, PSH, ACK above)
-    payload: bytes  # TCP payload as captured (may be cut by the snap length)
+    payload: bytes  # TCP payload as captured (may be cut by the snap length), from `start`
     missing: int = 0  # payload bytes the snap length cut off (IP length says more than captured)
+    # Where the TCP payload starts in `payload`: 0 but from a NetDecoder(in_place=True), which
+    # leaves the payload in the packet's bytes rather than copying it out.
+    start: int = 0

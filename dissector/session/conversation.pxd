@@ -13,6 +13,6 @@ cdef class Conversation:
     cdef public object session, sniffed, unused
 
     @cython.locals(framer=Framer)
-    cpdef list data(self, side, data, frame, ts)
+    cpdef list data(self, side, data, frame, ts, Py_ssize_t start=*)
     cpdef list _framed(self, side, items)
     cpdef list frame(self, side, frame)

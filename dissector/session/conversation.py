@@ -54,26 +54,28 @@ class Conversation:
 
     # -- bytes in ----------------------------------------------------------------------------
 
-    def data(self, side, data, frame, ts):
-        """In-order bytes of one side; return the exchanges they complete."""
+    def data(self, side, data, frame, ts, start=0):
+        """In-order bytes of one side, data[start:]; return the exchanges they complete."""
         framer = self.framers[side]
         # Only a stream seen from its SYN starts with a frame; later bytes may be mid-frame.
         if (
             not self.sniffed
             and self.conn.how == "syn"
             and side == self.conn.client_side
-            and len(data) >= 14
+            and len(data) - start >= 14
             and framer.offset == 0  # a size prefix sent on its own came before
         ):
             # A connection that does not open with a request-shaped frame is not Kafka: drop it
             # before its framer buffers a "frame" of some other protocol.
             self.sniffed = True
-            (size,) = i32(data, 0)
-            shaped = 0 < size <= self.options.max_frame and self._request_shaped(data, 4, size)
+            (size,) = i32(data, start)
+            shaped = 0 < size <= self.options.max_frame and self._request_shaped(
+                data, start + 4, size
+            )
             if not shaped and not self._known_broker():
                 self._not_kafka()
                 return []
-        return self._framed(side, framer.feed(data, frame, ts))
+        return self._framed(side, framer.feed(data, frame, ts, start))
 
     def gap(self, side, size, frame, ts, cut=False):
         self.gaps[side] += 1

@@ -6,13 +6,14 @@ from .connection import Connection
 
 
 class StreamData(NamedTuple):
-    """The next in-order bytes of one side."""
+    """The next in-order bytes of one side: data[start:]."""
 
     conn: Connection
     side: int
     data: bytes
     frame: int  # packet that made these bytes deliverable (in order)
     ts: int
+    start: int = 0  # > 0: the bytes left in their packet (Segment.start)
 
 
 class StreamGap(NamedTuple):

@@ -12,5 +12,5 @@ cdef class TcpTracker:
     cdef public object _closed, _ended, _live, broker_ports, connections
     cdef public object late_bytes, late_segments, max_buffer, max_closed, on_open
 
-    @cython.locals(half=HalfStream, conn=Connection, seq="long long", n=Py_ssize_t, mask="long long")
+    @cython.locals(half=HalfStream, conn=Connection, seq="long long", n=Py_ssize_t, mask="long long", start=Py_ssize_t)
     cpdef list feed(self, seg)

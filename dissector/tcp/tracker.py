@@ -41,7 +41,7 @@ class TcpTracker:
         self._ended = [0, 0, 0, 0, 0]  # seen, delivered, gap, dup, dropped of ended connections
 
     def feed(self, seg):
-        frame, ts, src, sport, dst, dport, seq, ack, flags, payload, missing = seg
+        frame, ts, src, sport, dst, dport, seq, ack, flags, payload, missing, start = seg
         half = self._halves.get((src, sport, dst, dport))
         # In-order data or pure ACK of a connection in a steady state: nothing to decide.
         if half is not None and seq == half.fastseq and flags & _FAST_MASK == ACK and not missing:
@@ -49,13 +49,16 @@ class TcpTracker:
             conn.last_frame = frame
             conn.last_ts = ts
             half.ack = ack
-            n = len(payload)
+            n = len(payload) - start
             if n:
                 mask = MASK  # a C integer when compiled, as are seq, n and the half's counters
                 half.nxt += n
                 half.fastseq = (seq + n) & mask
-                return [_new(StreamData, (conn, half.side, payload, frame, ts))]
+                return [_new(StreamData, (conn, half.side, payload, frame, ts, start))]
             return []
+        if start:  # every other path reads the payload from its first byte
+            payload = payload[start:]
+            seg = seg._replace(payload=payload, start=0)
         out = []
         if half is None:
             if flags & (SYN | ACK) != SYN and (src, sport, dst, dport) in self._closed:
@@ -175,7 +178,7 @@ class TcpTracker:
 
     def _segment(self, half, seg, out):
         """Everything the fast path does not take: handshake, holes, ends, odd segments."""
-        frame, ts, _, _, _, _, seq, ack, flags, payload, missing = seg
+        frame, ts, _, _, _, _, seq, ack, flags, payload, missing, _ = seg
         conn = half.conn
         peer = half.peer
         fresh_syn = flags & (SYN | ACK) == SYN and not (half.syn and half.isn == seq)
