@@ -12,7 +12,8 @@ cdef class Dissector:
     cdef public NetDecoder net
     cdef public TcpTracker tcp
     cdef public dict conversations
-    cdef public object cut_packets, directory, options, packets, ports
+    cdef public object directory, options, ports
+    cdef public long long packets, cut_packets  # counted in C: no Python integer a packet
     cdef public object records, streams
 
     @cython.locals(conn=Connection, conv=Conversation)
