@@ -514,11 +514,43 @@ cdef bint _batch_headers(_Text out, bytes raw, const unsigned char *p, Py_ssize_
     return True
 
 
+# The integer fields of a batch header that decode_batch gives as they are, in its order:
+# the first 3 before the ones it derives from the CRC and the attributes, the rest after.
+_KEYS = (
+    b'{"magic":2,"base_offset":',
+    b',"batch_length":',
+    b',"partition_leader_epoch":',
+    b',"last_offset_delta":',
+    b',"base_timestamp":',
+    b',"max_timestamp":',
+    b',"producer_id":',
+    b',"producer_epoch":',
+    b',"base_sequence":',
+    b',"record_count":',
+)
+cdef int _AT[10]
+cdef int _SIZE[10]
+_AT[:] = [0, 8, 12, 23, 27, 35, 43, 51, 53, 57]
+_SIZE[:] = [8, 4, 4, 4, 8, 8, 8, 2, 4, 4]
+
+
+cdef int _integers(_Text out, const unsigned char *p, Py_ssize_t pos, int first, int last) \
+        except -1:
+    """Header fields first to last (of _KEYS): signed big-endian integers, each after its key."""
+    cdef int i, shift
+    for i in range(first, last):
+        shift = 64 - 8 * _SIZE[i]
+        out.put_bytes(<bytes>_KEYS[i])
+        out.integer(<int64_t>(_be(p, pos + _AT[i], _SIZE[i]) << shift) >> shift)
+    return 0
+
+
 cdef bint _batch_header(_Text out, object view, const unsigned char *p, Py_ssize_t pos,
                         Py_ssize_t end, object limits) except -1:
     """A magic 2 batch at p[pos:end] as batch.decode_batch makes it without records, written;
     False where that holds more than its header (an error, decompression)."""
     cdef int attributes, codec, count
+    cdef uint64_t crc
     cdef Py_ssize_t size = end - pos - _BATCH_HEADER
     if size < 0:
         return False
@@ -527,13 +559,8 @@ cdef bint _batch_header(_Text out, object view, const unsigned char *p, Py_ssize
     count = <int>_be(p, pos + 57, 4)
     if count < 0 or count > limits.max_records or codec and limits.decompress:
         return False
-    cdef uint64_t crc = _be(p, pos + 17, 4)
-    out.put_bytes(b'{"magic":2,"base_offset":')
-    out.integer(<int64_t>_be(p, pos, 8))
-    out.put_bytes(b',"batch_length":')
-    out.integer(<int>_be(p, pos + 8, 4))
-    out.put_bytes(b',"partition_leader_epoch":')
-    out.integer(<int>_be(p, pos + 12, 4))
+    crc = _be(p, pos + 17, 4)
+    _integers(out, p, pos, 0, 3)
     out.put_bytes(b',"crc":')
     out.integer(crc)
     out.put_bytes(b',"crc_ok":')
@@ -552,20 +579,7 @@ cdef bint _batch_header(_Text out, object view, const unsigned char *p, Py_ssize
     out.boolean(attributes & 0x20)
     out.put_bytes(b',"has_delete_horizon":')
     out.boolean(attributes & 0x40)
-    out.put_bytes(b',"last_offset_delta":')
-    out.integer(<int>_be(p, pos + 23, 4))
-    out.put_bytes(b',"base_timestamp":')
-    out.integer(<int64_t>_be(p, pos + 27, 8))
-    out.put_bytes(b',"max_timestamp":')
-    out.integer(<int64_t>_be(p, pos + 35, 8))
-    out.put_bytes(b',"producer_id":')
-    out.integer(<int64_t>_be(p, pos + 43, 8))
-    out.put_bytes(b',"producer_epoch":')
-    out.integer(<short>_be(p, pos + 51, 2))
-    out.put_bytes(b',"base_sequence":')
-    out.integer(<int>_be(p, pos + 53, 4))
-    out.put_bytes(b',"record_count":')
-    out.integer(count)
+    _integers(out, p, pos, 3, 10)
     out.put_bytes(b',"records":[],"status":"ok","error":null,"compressed_size":')
     out.integer(size)
     out.put_bytes(b',"uncompressed_size":')
