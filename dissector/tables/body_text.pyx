@@ -8,13 +8,13 @@ decode program (protocol/decoder.py) is read again, from the scanned bytes, into
 text, byte for byte, with nothing built in between: lengths and integers are read and
 printed in C, keys are written as they were encoded once per message version.
 
-What this writer does not spell itself, it leaves to the dict path: `write` returns None
-and the caller decodes the body and serializes the dict. That is a body with tagged fields,
-bytes after its last field, or a record set other than plain batch headers (full records,
-batches that must be decompressed or do not decode, magic 0 and 1 message sets), which the
-dict path writes as it always does. Strings that need escaping and float64 fields go through
-orjson one value at a time. tests/test_body_text.py holds the two paths equal on every body
-of the bundled captures.
+What this writer does not spell itself, the dict path writes. A record set other than magic
+2 batch headers that decode cleanly (full records, batches to decompress, errors, magic 0
+and 1 message sets) is decoded by the session's record decoder and serialized in its place;
+strings that need escaping and float64 values go through orjson one at a time. A body with
+bytes after its last field, or a tag twice, is left whole to the caller: `write` returns
+None, and the caller decodes it and serializes the dict. tests/test_body_text.py holds the
+two paths equal on every message version and every body of the bundled captures.
 
 It is C-level code with no Python twin: without a C compiler, bodies take the dict path.
 """
@@ -34,7 +34,7 @@ import orjson
 
 from ..protocol.decoder import OPCODES
 from ..protocol.messages import decode_program
-from ..protocol.primitives import uuid_text, uvarint
+from ..protocol.primitives import uuid_text
 from ..protocol.records.common import CODEC_NAMES
 from ..protocol.records.crc import crc32c
 from ..protocol.records.record_set import decode_record_set
@@ -56,19 +56,19 @@ cdef int TAGS = OPCODES["TAGS"]
 cdef int UUID = OPCODES["UUID"]
 cdef int FIXED = 64
 
-# Fixed-width types by their struct format code: (code, size).
+# Fixed-width types, by their struct format code, and their sizes.
 cdef enum:
     INT8, INT16, UINT16, INT32, UINT32, INT64, FLOAT64, BOOL, ID
 _TYPES = {
-    "b": (INT8, 1),
-    "h": (INT16, 2),
-    "H": (UINT16, 2),
-    "i": (INT32, 4),
-    "I": (UINT32, 4),
-    "q": (INT64, 8),
-    "d": (FLOAT64, 8),
-    "?": (BOOL, 1),
-    "16s": (ID, 16),
+    "b": INT8,
+    "h": INT16,
+    "H": UINT16,
+    "i": INT32,
+    "I": UINT32,
+    "q": INT64,
+    "d": FLOAT64,
+    "?": BOOL,
+    "16s": ID,
 }
 cdef int _SIZES[9]
 _SIZES[:] = [1, 2, 2, 4, 4, 8, 8, 1, 16]
@@ -108,14 +108,14 @@ def compile_text_program(program, comma=False):
         if op == RUN:
             unpack = arg[0]
             for field, code in zip(name, _formats(unpack.__self__.format), strict=True):
-                out.append([FIXED + _TYPES[code][0], field, None])
+                out.append([FIXED + _TYPES[code], field, None])
             continue
         if op >= SIZED:
             kind = op - (op & 3)
             if kind == ARRAY:
                 arg = compile_text_program(arg)
             elif kind == ARRAY_FIXED:
-                arg = _TYPES[arg[0]][0]
+                arg = _TYPES[arg[0]]
             elif kind == ARRAY_VALUES:
                 arg = arg[0][0][0]  # the opcode of one value
         elif op in (STRUCT, NULLABLE):
@@ -143,6 +143,9 @@ cdef dict _PROGRAMS = {"request": _of_kind("request"), "response": _of_kind("res
 # --- the text -------------------------------------------------------------------------------
 
 
+cdef Py_ssize_t _START = 1 << 14  # bytes a buffer starts with, and keeps after a larger body
+
+
 cdef class _Text:
     """A growing buffer of UTF-8."""
 
@@ -150,11 +153,21 @@ cdef class _Text:
     cdef Py_ssize_t n, cap
 
     def __cinit__(self):
-        self.cap = 1 << 14
+        self.cap = _START
         self.n = 0
         self.buf = <char *>malloc(self.cap)
         if self.buf == NULL:
             raise MemoryError()
+
+    cdef void reset(self):
+        """Empty, and no larger than it started: one large body does not hold memory for good."""
+        cdef char *smaller
+        self.n = 0
+        if self.cap > _START:
+            smaller = <char *>realloc(self.buf, _START)
+            if smaller != NULL:
+                self.buf = smaller
+                self.cap = _START
 
     def __dealloc__(self):
         free(self.buf)
@@ -617,4 +630,4 @@ cpdef bytes write(int api_key, str kind, int version, data, Py_ssize_t pos, reco
     except _Unwritten:
         return None
     finally:
-        out.n = 0
+        out.reset()
