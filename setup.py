@@ -5,7 +5,7 @@ the same files, unchanged, into extension modules that Python prefers at import.
 beside a module gives Cython C types the `.py` does not spell: state machines as C structs,
 byte buffers read through pointers, C integers. The cost of this product is per exchange:
 interpreter overhead in the calls and attribute look-ups of many small steps, which
-compilation cuts (2.5 to 3.7 times as fast on real traffic, see the README).
+compilation cuts (3.3 to 3.6 times as fast on real traffic, see the README).
 
 Two modules have C-level source of their own, for what Python code cannot spell:
 `dissector/tuples.pyx`, the compiled twin of `tuples.py`, builds the NamedTuples every stage
