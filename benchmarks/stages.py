@@ -13,7 +13,7 @@ capture:
    the bodies for topics and errors and builds the exchanges, whose bodies are decoded only
    when read;
 6. bodies: every exchange's request and response as the JSON text the pairs table holds,
-   written from the scanned bytes (``tables.pairs.body_text``; record sets as the command
+   written from the scanned bytes (``tables.pairs.json_text``; record sets as the command
    line decodes them by default: batch headers);
 7. tables: the rest of the pairs table: rows, Arrow columns and the parquet file
    (``arrow_batches`` into a ``TableWriter``).
@@ -47,7 +47,7 @@ from dissector.protocol import messages  # noqa: E402
 from dissector.protocol.primitives import i32  # noqa: E402
 from dissector.tables import arrow_batches  # noqa: E402
 from dissector.tables.output import TableWriter  # noqa: E402
-from dissector.tables.pairs import body_text  # noqa: E402
+from dissector.tables.pairs import json_text  # noqa: E402
 from dissector.tcp import StreamData, TcpTracker  # noqa: E402
 
 
@@ -123,7 +123,7 @@ def exchanges(path):
 def bodies(path):
     n = 0
     for ex in exchanges(path):
-        body_text(ex._request), body_text(ex._response)
+        json_text(ex._request), json_text(ex._response)
         n += 1
     return n
 

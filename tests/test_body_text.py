@@ -16,7 +16,7 @@ from dissector.protocol.codegen import Context
 from dissector.session.exchange import LazyBody, decoded
 from dissector.session.modern import decode_later
 from dissector.tables.bodies import body_utf8, parse_body
-from dissector.tables.pairs import body_text, pairs_row
+from dissector.tables.pairs import json_text, pairs_row
 
 body_text_module = pytest.importorskip(
     "dissector.tables.body_text", reason="built without a C compiler: bodies take the dict path"
@@ -116,7 +116,7 @@ def test_bytes_after_the_last_field_are_left_to_the_dict_path():
     records = Options().record_decoder()
     assert write(PRODUCE, "request", 9, raw, 0, records) is None
     body = (decode_later, PRODUCE, "request", 9, raw, 0, records)
-    text = body_text(body)
+    text = json_text(body)
     assert b'"_trailing_bytes":"AAE="' in text
     assert text == body_utf8(decoded(body))
 

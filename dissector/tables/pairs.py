@@ -17,7 +17,7 @@ assert COLUMNS[-2:] == ("request", "response"), "bodies are the last two columns
 _plain_values = attrgetter(*_PLAIN)  # one C call per exchange for its plain columns
 
 
-def body_text(body):
+def json_text(body):
     """A body as JSON text in UTF-8 bytes (Arrow's strings), or None: one the session only
     scanned is written from its bytes where body_text.pyx can, and is not kept decoded."""
     if body.__class__ is LazyBody and body[0] is decode_later and _write_text is not None:
@@ -31,4 +31,4 @@ def pairs_row(exchange):
     """The exchange's row, in COLUMNS order, bodies as JSON text: all a batch keeps of it.
     The bodies are read as the exchange holds them (`_request`, `_response`): decoded, or
     still bytes to decode."""
-    return (*_plain_values(exchange), body_text(exchange._request), body_text(exchange._response))
+    return (*_plain_values(exchange), json_text(exchange._request), json_text(exchange._response))
