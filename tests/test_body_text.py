@@ -121,6 +121,17 @@ def test_bytes_after_the_last_field_are_left_to_the_dict_path():
     assert text == body_utf8(decoded(body))
 
 
+def test_a_tag_twice_is_read_as_the_decoder_reads_it():
+    """The last value of a tag sent twice, where the first came (ApiVersions request v3)."""
+    raw = b"\x04abc\x021" + b"\x02" + b"\x05\x01\x01" + b"\x05\x01\x02"
+    text = write(18, "request", 3, raw, 0, None)
+    assert (
+        text
+        == b'{"ClientSoftwareName":"abc","ClientSoftwareVersion":"1","_unknown_tags":{"5":"Ag=="}}'
+    )
+    assert text == dict_text(18, "request", 3, raw, 0, None)
+
+
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: "-".join(map(str, m.values())))
 def test_every_scanned_body_of_the_bundled_captures(mode):
     """Every body the session left to decode later, from real clients and brokers."""

@@ -507,16 +507,19 @@ def test_payload_left_in_its_packet_reassembles_as_a_copy():
     rest += rng.sample(rest, 4)  # retransmitted
     rng.shuffle(rest)
     pieces = in_order + rest
-    copied, in_place = TcpTracker(), TcpTracker()
-    out = {id(copied): [], id(in_place): []}
-    for tracker in (copied, in_place):
+
+    def events(in_place):
+        tracker, out = TcpTracker(), []
         _, cseq, _ = handshake(tracker)
         for n, (i, chunk) in enumerate(pieces):
             s = seg(10 + n, C, S, cseq + i, chunk)
-            if tracker is in_place:
+            if in_place:
                 head = b"\xff" * (14 + n % 40)
                 s = s._replace(payload=head + chunk, start=len(head))
-            out[id(tracker)] += tracker.feed(s)
-    assert stream(out[id(in_place)], 0) == stream(out[id(copied)], 0) == [data]
-    left = [ev for ev in out[id(in_place)] if isinstance(ev, StreamData) and ev.start]
+            out += tracker.feed(s)
+        return out
+
+    left_in_place = events(in_place=True)
+    assert stream(left_in_place, 0) == stream(events(in_place=False), 0) == [data]
+    left = [ev for ev in left_in_place if isinstance(ev, StreamData) and ev.start]
     assert len(left) == len(in_order)  # the in-order ones, passed on where they lie

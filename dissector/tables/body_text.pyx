@@ -12,8 +12,9 @@ What this writer does not spell itself, the dict path writes. A record set other
 2 batch headers that decode cleanly (full records, batches to decompress, errors, magic 0
 and 1 message sets) is decoded by the session's record decoder and serialized in its place;
 strings that need escaping and float64 values go through orjson one at a time. A body with
-bytes after its last field, or a tag twice, is left whole to the caller: `write` returns
-None, and the caller decodes it and serializes the dict. tests/test_body_text.py holds the
+bytes after its last field, or one the decoder would not read, is left whole to the caller:
+`write` returns None, and the caller decodes it and serializes the dict. Lengths and tagged
+fields are read by the decoder's own readers (primitives.py). tests/test_body_text.py holds the
 two paths equal on every message version and every body of the bundled captures.
 
 It is C-level code with no Python twin: without a C compiler, bodies take the dict path.
@@ -22,6 +23,7 @@ It is C-level code with no Python twin: without a C compiler, bodies take the di
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from dissector.protocol.messages cimport ByVersion
+from dissector.protocol.primitives cimport read_length
 from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memmove
@@ -32,9 +34,10 @@ from functools import partial
 
 import orjson
 
+from ..errors import DecodeError
 from ..protocol.decoder import OPCODES
 from ..protocol.messages import decode_program
-from ..protocol.primitives import uuid_text
+from ..protocol.primitives import tagged_fields, uuid_text
 from ..protocol.records.common import CODEC_NAMES
 from ..protocol.records.crc import crc32c
 from ..protocol.records.record_set import decode_record_set
@@ -261,45 +264,6 @@ cdef inline uint64_t _be(const unsigned char *p, Py_ssize_t pos, int size):
     return v
 
 
-cdef Py_ssize_t _uvarint(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end,
-                         Py_ssize_t *n) except -1:
-    """The unsigned varint of at most 5 bytes at p[pos] (primitives.uvarint), into n; the
-    position after it."""
-    cdef uint64_t v = 0
-    cdef int shift
-    for shift in range(0, 35, 7):
-        if pos >= end:
-            raise _Unwritten()
-        v |= <uint64_t>(p[pos] & 0x7F) << shift
-        pos += 1
-        if p[pos - 1] < 0x80:
-            n[0] = <Py_ssize_t>v
-            return pos
-    raise _Unwritten()
-
-
-cdef Py_ssize_t _length(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end, int width,
-                        Py_ssize_t *n) except -1:
-    """The length or count at p[pos] as `width` encodes it (primitives.read_length), into n;
-    the position after it."""
-    cdef uint64_t v
-    if width == 3:  # unsigned varint of n + 1
-        pos = _uvarint(p, pos, end, n)
-        n[0] -= 1
-        return pos
-    if width == 1:
-        if pos + 2 > end:
-            raise _Unwritten()
-        v = _be(p, pos, 2)
-        n[0] = -1 if v >= 0x8000 else <Py_ssize_t>v
-        return pos + 2
-    if pos + 4 > end:
-        raise _Unwritten()
-    v = _be(p, pos, 4)
-    n[0] = -1 if v >= 0x80000000 else <Py_ssize_t>v
-    return pos + 4
-
-
 cdef Py_ssize_t _fixed(_Text out, int kind, bytes raw, const unsigned char *p, Py_ssize_t pos,
                        Py_ssize_t end) except -1:
     """One fixed-width value at p[pos]; the position after it."""
@@ -321,9 +285,7 @@ cdef Py_ssize_t _fixed(_Text out, int kind, bytes raw, const unsigned char *p, P
             out.integer(<short>v)
         elif kind == INT32:
             out.integer(<int>v)
-        elif kind == INT64:
-            out.integer(<int64_t>v)
-        else:  # unsigned
+        else:  # int64, and the unsigned ones
             out.integer(<int64_t>v)
     return pos + size
 
@@ -348,7 +310,7 @@ cdef Py_ssize_t _fields(_Text out, tuple program, bytes raw, const unsigned char
                         Py_ssize_t pos, Py_ssize_t end, object records) except -1:
     """The fields of `program` at p[pos], each key and value; the position after them."""
     cdef tuple ins
-    cdef int op, width, kind, code
+    cdef int op, width, kind
     cdef Py_ssize_t n, i
     for ins in program:
         op = ins[0]
@@ -358,7 +320,7 @@ cdef Py_ssize_t _fields(_Text out, tuple program, bytes raw, const unsigned char
             if p[pos] == 0:  # none, nearly always
                 pos += 1
             else:
-                pos = _tags(out, ins[2], ins is program[0], raw, p, pos, end, records)
+                pos = _tags(out, ins[2], ins is program[0], raw, pos, records)
             continue
         out.put_bytes(ins[1])
         if op >= FIXED:
@@ -366,7 +328,7 @@ cdef Py_ssize_t _fields(_Text out, tuple program, bytes raw, const unsigned char
         elif op >= SIZED:
             width = op & 3
             kind = op - width
-            pos = _length(p, pos, end, width, &n)
+            n, pos = read_length(raw, pos, end, width)
             if n < 0:
                 if kind == RECORDS and not _known(records):
                     raise _Unwritten()  # what a record decoder of its own makes of null
@@ -405,40 +367,28 @@ cdef Py_ssize_t _fields(_Text out, tuple program, bytes raw, const unsigned char
     return pos
 
 
-cdef Py_ssize_t _tags(_Text out, dict known, bint alone, bytes raw, const unsigned char *p,
-                      Py_ssize_t pos, Py_ssize_t end, object records) except -1:
-    """A tagged-field section at p[pos] (decoder._tags): each known field after the fields
-    before it, in the order they came, and the unknown ones, base64, under "_unknown_tags"
-    (keyed by number) where the first came; the position after it. alone: no field came
-    before, so the first written takes no comma."""
-    cdef Py_ssize_t count, tag, size, i, mark
-    cdef list tags = []
-    pos = _uvarint(p, pos, end, &count)
-    if count > end - pos:
-        raise _Unwritten()
-    for i in range(count):
-        pos = _uvarint(p, pos, end, &tag)
-        pos = _uvarint(p, pos, end, &size)
-        if size > end - pos:
-            raise _Unwritten()
-        tags.append((tag, pos, pos + size))
-        pos += size
-    if len({t[0] for t in tags}) != count:
-        raise _Unwritten()  # a tag twice: the dict keeps the last where the first was
-    unknown = [t for t in tags if t[0] not in known]
-    for tag, start, stop in tags:
+cdef Py_ssize_t _tags(_Text out, dict known, bint alone, bytes raw, Py_ssize_t pos,
+                      object records) except -1:
+    """A tagged-field section at raw[pos], read as decoder._tags reads it: each known field
+    after the fields before it, in the order they came, and the unknown ones, base64, under
+    "_unknown_tags" (keyed by number) where the first came; the position after it. alone: no
+    field came before, so the first written takes no comma."""
+    cdef Py_ssize_t mark
+    cdef bytes value
+    tags, pos = tagged_fields(raw, pos)
+    unknown = [tag for tag in tags if tag not in known]
+    for tag, value in tags.items():
         program = known.get(tag)
         mark = out.n
         if program is not None:
-            _fields(out, program, raw, p, start, stop, records)
-        elif tag == unknown[0][0]:
+            _fields(out, program, value, value, 0, len(value), records)
+        elif tag == unknown[0]:
             out.put_bytes(b',"_unknown_tags":{')
-            for i in range(len(unknown)):
-                tag, start, stop = unknown[i]
+            for i, other in enumerate(unknown):
                 if i:
                     out.char(b",")
-                out.put_bytes(b'"%d":"' % tag)
-                out.put_bytes(binascii.b2a_base64(raw[start:stop], newline=False))
+                out.put_bytes(b'"%d":"' % other)
+                out.put_bytes(binascii.b2a_base64(tags[other], newline=False))
                 out.char(b'"')
             out.char(b"}")
         else:
@@ -458,7 +408,7 @@ cdef Py_ssize_t _value(_Text out, int op, bytes raw, const unsigned char *p, Py_
     if op == UUID:
         return _fixed(out, ID, raw, p, pos, end)
     width = op & 3
-    pos = _length(p, pos, end, width, &n)
+    n, pos = read_length(raw, pos, end, width)
     if n < 0:
         out.null()
         return pos
@@ -481,7 +431,7 @@ cdef int _record_set(_Text out, bytes raw, const unsigned char *p, Py_ssize_t st
         out.put_bytes(b'{"size":')
         out.integer(stop - start)
         return out.char(b"}")
-    if records.__class__ is partial and records.func is decode_record_set:
+    if _known(records):
         limits = records.keywords["limits"]
         if not limits.records and _batch_headers(out, raw, p, start, stop, limits):
             return 0
@@ -619,7 +569,7 @@ cpdef bytes write(int api_key, str kind, int version, data, Py_ssize_t pos, reco
     raw = data if data.__class__ is bytes else bytes(data)
     cdef const unsigned char *p = raw
     cdef Py_ssize_t end = len(raw)
-    if out.n:  # in use: a record decoder of the caller's wrote a body from within
+    if out.n:  # in use: entered again (another thread, or a record decoder writing a body)
         out = _Text()
     try:
         out.char(b"{")
@@ -627,7 +577,7 @@ cpdef bytes write(int api_key, str kind, int version, data, Py_ssize_t pos, reco
             return None  # bytes after the last field: the dict path keeps them
         out.char(b"}")
         return PyBytes_FromStringAndSize(out.buf, out.n)
-    except _Unwritten:
+    except (_Unwritten, DecodeError, IndexError):  # IndexError: a length cut short
         return None
     finally:
         out.reset()
