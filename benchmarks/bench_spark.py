@@ -1,219 +1,276 @@
 #!/usr/bin/env python
-"""Spark against the single process, on one big capture (split into byte ranges) and on a
-set of captures (8 pieces of it, cut with editcap).
+"""Spark against one process, on the same cores, as whole commands.
 
-For each input: the single process (`dissect` streamed into pairs batches), then Spark in
-local mode with 1 and 2 cores, each in a fresh process pinned to as many cores (taskset:
-unpinned, `local[1]` would run the JVM on one core and the Python worker on the other).
-Spark's fixed start-up (session, a first Python task, `register`) is timed apart from the
-run (planning, packets, shuffle, dissection, pairs table written to Spark's no-op sink).
-Rounds of every mode in turn (`--repeat`, default 3), medians. Reported: seconds, MB/s,
-scaling efficiency T1 / (2 * T2) (the median over rounds, within a round), shuffle bytes
-written (Spark's REST API), peak RSS of the JVM and of the Python processes (driver and
-workers), sampled from /proc every 0.1 s.
+* one process: ``kafka-dissect analyze CAPTURE -o pairs.parquet``;
+* Spark: ``kafka-dissect spark CAPTURE -o DIR`` with its defaults (``local[*]``, Spark's
+  default memory), plus ``--split-bytes`` and ``--spark-arg`` when given;
+* Spark's start-up: the same command on a tiny capture (``captures/kafka-python.pcap``, 51
+  exchanges): session, JVM, Python workers, planning, all but the work.
 
-    python benchmarks/bench_spark.py [--capture benchmarks/out/real.pcap] [--out FILE]
-                                     [--only one|set] [--repeat 3]
+Each round runs the three in turn (``--repeat``, default 3), so a change of load on the
+machine touches all alike; medians. Spark's work is its wall time less the start-up. Peak RSS
+of each command's process tree is sampled from /proc every 0.1 s, the JVM and the Python
+processes (driver and workers) apart. After the timed runs, both outputs must hold as many
+rows with the same ``status`` counts. The table goes to stdout, ``benchmarks/out/spark.md``
+and ``benchmarks/spark.md``; exit status 1 when the outputs differ.
+
+    python benchmarks/bench_spark.py [--capture benchmarks/out/real8x.pcap] [--repeat 3]
+        [--split-bytes 64m] [--spark-arg=--master=local[2]] ...
+
+The default capture is made when missing: real.pcap (record_real.py), then 8 copies of it
+played at once (replicate.py).
 """
 
+from __future__ import annotations
+
 import argparse
-import json
+import datetime
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 from statistics import median
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+OUT = HERE / "out"
+TINY = HERE.parent / "captures" / "kafka-python.pcap"
+# The console script beside this interpreter: a shim on PATH would be timed with the command.
+CLI = Path(sys.executable).parent / "kafka-dissect"
+CORES = os.cpu_count()
 
 
-def _tree(pid):
-    """pid and its descendants, from /proc."""
-    children = {}
+# --------------------------------------------------------------------------- measuring
+
+
+def tree(root: int) -> list[int]:
+    """``root`` and its descendants, from /proc."""
+    children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/stat") as f:
                     ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-                children.setdefault(ppid, []).append(int(entry))
-            except OSError:
+            except (OSError, IndexError, ValueError):
                 continue
-    out, todo = [], [pid]
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [root]
     while todo:
-        p = todo.pop()
-        out.append(p)
-        todo += children.get(p, [])
-    return out
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
+    return found
 
 
-def _rss(pid):
+def kind_and_rss(pid: int) -> tuple[str | None, int]:
+    """("java" or "python" by the process's executable, else None; its RSS in bytes)."""
     try:
+        exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
         with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    rss = int(line.split()[1]) * 1024
-                    break
-            else:
-                return None, 0
-        with open(f"/proc/{pid}/comm") as f:
-            name = f.read().strip()
-        return name, rss
+            rss = next((int(ln.split()[1]) * 1024 for ln in f if ln.startswith("VmRSS:")), 0)
     except OSError:
         return None, 0
+    if exe == "java":
+        return "java", rss
+    return ("python" if exe.startswith("python") else None), rss
 
 
-def measured(cmd):
-    """Run cmd; return (its JSON output, peak RSS of java and of python processes)."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+def measured(argv: list[str], log: Path) -> dict:
+    """Run ``argv`` (output to ``log``); its wall time and the peak RSS of its tree."""
     peaks = {"java": 0, "python": 0}
     done = threading.Event()
 
-    def sample():
-        while not done.is_set():
+    def sample(pid: int) -> None:
+        while not done.wait(0.1):
             totals = {"java": 0, "python": 0}
-            for pid in _tree(proc.pid):
-                name, rss = _rss(pid)
-                if name:
-                    totals["java" if name == "java" else "python"] += rss
+            for p in tree(pid):
+                kind, rss = kind_and_rss(p)
+                if kind:
+                    totals[kind] += rss
             for k in peaks:
                 peaks[k] = max(peaks[k], totals[k])
-            time.sleep(0.1)
 
-    t = threading.Thread(target=sample, daemon=True)
-    t.start()
-    out, _ = proc.communicate()
-    done.set()
-    t.join()
+    with open(log, "wb") as out:
+        started = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        sampler = threading.Thread(target=sample, args=(proc.pid,), daemon=True)
+        sampler.start()
+        proc.wait()
+        wall = time.perf_counter() - started
+        done.set()
+        sampler.join()
     if proc.returncode:
-        raise SystemExit(f"failed: {' '.join(cmd)}")
-    return json.loads(out.strip().splitlines()[-1]), peaks
+        tail = log.read_text(errors="replace").splitlines()[-5:]
+        raise SystemExit(f"exit status {proc.returncode}: {' '.join(argv)}\n" + "\n".join(tail))
+    return {"wall": wall, **peaks}
 
 
-def single(paths):
-    from dissector import dissect
-    from dissector.tables import arrow_batches
+def status_counts(path: Path) -> dict[str, int]:
+    """Rows per ``status`` of a pairs table: one parquet file, or a partitioned directory."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
 
-    t = time.perf_counter()
-    rows = 0
-    for path in paths:
-        rows += sum(b.num_rows for b in arrow_batches(dissect(path), "pairs"))
-    return {"run_s": time.perf_counter() - t, "rows": rows}
+    column = pq.read_table(path, columns=["status"])["status"]
+    return {v["values"]: v["counts"] for v in pc.value_counts(column).to_pylist()}
 
 
-def spark_run(paths, cores, split):
-    import urllib.request
-
-    t0 = time.perf_counter()
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master(f"local[{cores}]")
-        .config("spark.ui.port", "0")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", str(4 * cores))
-        .config("spark.driver.memory", "2g")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.range(4).mapInArrow(lambda bs: bs, "id long").count()  # a first Python worker
-    from dissector.spark import Dissected, register
-
-    register(spark)  # once per session, as a user does
-    startup = time.perf_counter() - t0
-
-    t = time.perf_counter()
-    d = Dissected(spark, paths, split)
-    table = d.table("pairs")
-    table.write.format("noop").mode("overwrite").save()
-    run = time.perf_counter() - t
-    rows = table.count()  # a check, after the timing (whole captures are dissected again)
-    ui = spark.sparkContext.uiWebUrl
-    app = spark.sparkContext.applicationId
-    with urllib.request.urlopen(f"{ui}/api/v1/applications/{app}/stages") as r:
-        stages = json.load(r)
-    shuffle = sum(s.get("shuffleWriteBytes", 0) for s in stages)
-    spark.stop()
-    return {"startup_s": startup, "run_s": run, "rows": rows, "shuffle_bytes": shuffle}
+# --------------------------------------------------------------------------- the capture
 
 
-def capture_set(capture, n, directory):
-    """The capture cut into n files of consecutive packets (editcap -c)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    if not list(directory.glob("part*.pcap")):
-        packets = int(
-            subprocess.run(
-                ["capinfos", "-c", "-M", "-T", str(capture)], capture_output=True, text=True
-            ).stdout.split()[-1]
+def default_capture(path: Path) -> None:
+    """Make real8x.pcap (and real.pcap before it) when missing."""
+    real = OUT / "real.pcap"
+    if not real.exists():
+        subprocess.run(
+            [sys.executable, str(HERE / "record_real.py"), "--out", str(real)], check=True
         )
-        per = -(-packets // n)
-        subprocess.run(["editcap", "-c", str(per), str(capture), str(directory / "part.pcap")])
-    return sorted(str(p) for p in directory.glob("part*.pcap"))
+    subprocess.run(
+        [sys.executable, str(HERE / "replicate.py"), str(real), "--copies", "8", "-o", str(path)],
+        check=True,
+    )
 
 
-MODES = {"single": "one process", "1": "Spark, 1 core", "2": "Spark, 2 cores"}
+def remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--capture", default=str(HERE / "out" / "real.pcap"))
-    ap.add_argument("--out", default=str(HERE / "out" / "spark.md"))
-    ap.add_argument("--split", default="32m", help="byte ranges of the one big capture")
-    ap.add_argument("--only", choices=("one", "set"), help="measure one input only")
-    ap.add_argument("--repeat", type=int, default=3, help="rounds of every mode (medians)")
-    ap.add_argument("--worker", nargs="*", help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.worker is not None:  # a measured child: single|cores split paths...
-        mode, split, *paths = args.worker
-        res = single(paths) if mode == "single" else spark_run(paths, int(mode), split)
-        print(json.dumps(res))
-        return
-    capture = Path(args.capture)
-    inputs = {
-        f"one capture ({args.split} ranges)": (args.split, [str(capture)]),
-        "8 captures": ("128m", capture_set(capture, 8, HERE / "out" / f"{capture.stem}-set8")),
-    }
-    if args.only:
-        inputs = dict([list(inputs.items())[0 if args.only == "one" else 1]])
+def warm(path: Path) -> None:
+    """Read the capture once, so that every run finds it in the page cache."""
+    with open(path, "rb") as f:
+        while f.read(8 << 20):
+            pass
+
+
+# --------------------------------------------------------------------------- the report
+
+
+def report(capture: Path, runs: dict, exchanges: int, tiny_exchanges: int, spark_cmd: str):
+    """The table: one process, Spark, Spark's start-up (medians of the runs)."""
+    wall = {key: median(r["wall"] for r in rs) for key, rs in runs.items()}
+    startup = wall["tiny"]
+    work = wall["spark"] - startup
+    speedup = wall["one"] / work if work > 0 else None
+    mb, tiny_mb = capture.stat().st_size / 1e6, TINY.stat().st_size / 1e6
+    rows = [  # label, MB, exchanges, start-up s, work s, speed-up
+        ("one process: `analyze -o pairs.parquet`", "one", mb, exchanges, None, wall["one"], 1.0),
+        (f"Spark: `{spark_cmd}`", "spark", mb, exchanges, startup, work, speedup),
+        (f"Spark start-up: the same on {TINY.name}", "tiny", tiny_mb, tiny_exchanges, startup,
+         None, None),
+    ]  # fmt: skip
+
+    def cell(value, spec):
+        return "—" if value is None else format(value, spec)
+
     lines = [
-        f"Spark local mode against one process; {capture.name}, "
-        f"{capture.stat().st_size / 1e6:.0f} MB, {os.cpu_count()} cores; "
-        f"medians of {args.repeat} rounds",
-        "",
-        "| input | run | start-up s | run s | MB/s | scaling T1/(2·T2) | shuffle MB "
-        "| peak JVM MB | peak Python MB |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| run | capture MB | exchanges | wall s | start-up s | work s | MB/s | µs/exchange "
+        "| speed-up | per core | peak JVM MB | peak Python MB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    me = [sys.executable, __file__, "--worker"]
-    for name, (split, paths) in inputs.items():
-        size = sum(Path(p).stat().st_size for p in paths) / 1e6
-        runs = {mode: [] for mode in MODES}
-        for round_ in range(args.repeat):  # every mode once a round, so drift touches all
-            for mode in MODES:
-                # Pinned, so that "1 core" is one core for the JVM and Python alike.
-                cpus = ["taskset", "-c", "0" if mode != "2" else "0,1"]
-                res, peaks = measured([*cpus, *me, mode, split, *paths])
-                runs[mode].append((res, peaks))
-                print(name, round_ + 1, mode, res, peaks, file=sys.stderr, flush=True)
-        # Scaling: the median over rounds of T1 / (2 * T2) within a round.
-        pairs = zip(runs["1"], runs["2"], strict=True)
-        scaling = median(a["run_s"] / (2 * b["run_s"]) for (a, _), (b, _) in pairs)
-        for mode, label in MODES.items():
-            res = {k: median(r[k] for r, _ in runs[mode]) for k in runs[mode][0][0]}
-            peaks = {k: median(p[k] for _, p in runs[mode]) for k in ("java", "python")}
-            shuffle = f"{res['shuffle_bytes'] / 1e6:.0f}" if "shuffle_bytes" in res else ""
-            startup = f"{res['startup_s']:.1f}" if "startup_s" in res else ""
-            lines.append(
-                f"| {name} | {label} | {startup} | {res['run_s']:.1f} | "
-                f"{size / res['run_s']:.1f} | {f'{scaling:.2f}' if mode == '2' else ''} | "
-                f"{shuffle} | {peaks['java'] / 1e6:.0f} | {peaks['python'] / 1e6:.0f} |"
-            )
-    text = "\n".join(lines)
+    for label, key, size, n, start, seconds, up in rows:
+        ok = seconds is not None and seconds > 0
+        java, python = (median(r[k] for r in runs[key]) / 1e6 for k in ("java", "python"))
+        cells = [
+            label,
+            cell(size, ".1f" if size < 10 else ".0f"),
+            cell(n, ","),
+            cell(wall[key], ".1f"),
+            cell(start, ".1f"),
+            cell(seconds, ".1f"),
+            cell(size / seconds if ok else None, ".1f"),
+            cell(seconds / n * 1e6 if ok and n else None, ".1f"),
+            cell(up, ".2f"),
+            cell(up / (1 if key == "one" else CORES) if up else None, ".2f"),
+            f"{java:.0f}",
+            f"{python:.0f}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--capture", type=Path, default=OUT / "real8x.pcap", help="default out/real8x.pcap"
+    )
+    ap.add_argument("--repeat", type=int, default=3, help="rounds (medians), default 3")
+    ap.add_argument("--split-bytes", help="passed to kafka-dissect spark")
+    ap.add_argument(
+        "--spark-arg",
+        action="append",
+        default=[],
+        help="an extra argument of kafka-dissect spark (repeatable; --spark-arg=--master=...)",
+    )
+    args = ap.parse_args(argv)
+    capture = args.capture.resolve()
+    if not capture.exists():
+        if capture != (OUT / "real8x.pcap").resolve():
+            ap.error(f"{capture} does not exist")
+        default_capture(capture)
+    cli = [str(CLI)] if CLI.exists() else [sys.executable, "-m", "dissector"]
+    extra = [*(["--split-bytes", args.split_bytes] if args.split_bytes else []), *args.spark_arg]
+    OUT.mkdir(parents=True, exist_ok=True)
+    warm(capture)
+    load = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="bench-spark-", dir=OUT) as name:
+        tmp = Path(name)
+        pairs, spark_dir, tiny_dir = tmp / "pairs.parquet", tmp / "spark", tmp / "tiny"
+        outputs = {"one": pairs, "spark": spark_dir, "tiny": tiny_dir}
+        commands = {
+            "one": [*cli, "analyze", str(capture), "--no-progress", "-o", str(pairs)],
+            "spark": [*cli, "spark", str(capture), "-o", str(spark_dir), *extra],
+            "tiny": [*cli, "spark", str(TINY), "-o", str(tiny_dir), *extra],
+        }
+        runs: dict = {key: [] for key in commands}
+        for n in range(args.repeat):
+            for key, command in commands.items():
+                remove(outputs[key])  # each run writes afresh
+                res = measured(command, tmp / f"{key}.log")
+                runs[key].append(res)
+                print(
+                    f"round {n + 1}/{args.repeat} {key}: {res['wall']:.1f} s, JVM "
+                    f"{res['java'] / 1e6:.0f} MB, Python {res['python'] / 1e6:.0f} MB",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        # After the timed runs: the last round's outputs.
+        one, spark = status_counts(pairs), status_counts(spark_dir)
+        tiny_exchanges = sum(status_counts(tiny_dir).values())
+    exchanges = sum(one.values())
+    counts = ", ".join(f"{k} {v:,}" for k, v in sorted(one.items()))
+    same = one == spark
+    date = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    spark_cmd = " ".join(["kafka-dissect spark", *extra])
+    text = "\n".join(
+        [
+            f"{date}: {capture.name} ({capture.stat().st_size / 1e6:.0f} MB), {CORES} cores, "
+            f"load average {load:.2f} before, {os.getloadavg()[0]:.2f} after; medians of "
+            f"{args.repeat} round{'s' * (args.repeat > 1)}; Spark in local mode with its "
+            "defaults (local[*], default memory) unless said",
+            "",
+            *report(capture, runs, exchanges, tiny_exchanges, spark_cmd),
+            "",
+            "Work: wall time less Spark's start-up (the median on the tiny capture); the one "
+            "process's is its wall time. MB/s and µs per exchange on the work. Speed-up: the "
+            f"one process's wall time over Spark's work; per core: over {CORES} for Spark. "
+            "Peak RSS summed over each command's processes (sampled every 0.1 s). "
+            + (
+                f"Checked: both outputs hold {exchanges:,} rows ({counts})."
+                if same
+                else f"MISMATCH: one process {one}, Spark {spark}."
+            ),
+        ]
+    )
     print(text)
-    Path(args.out).write_text(text + "\n")
+    for path in (OUT / "spark.md", HERE / "spark.md"):
+        path.write_text(text + "\n")
+    return 0 if same else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

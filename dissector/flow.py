@@ -1,5 +1,7 @@
 """The sans-I/O core: packets in, exchanges out. Files, live capture and Spark all drive it."""
 
+from typing import NamedTuple
+
 from .net.decode import NetDecoder
 from .options import Options
 from .session.conversation import Conversation
@@ -7,6 +9,18 @@ from .session.directory import Directory
 from .session.timeouts import DEFAULT_ALLOWANCE_NS
 from .tcp import StreamData, StreamEnd, StreamGap
 from .tcp.tracker import TcpTracker
+
+
+class Snapshot(NamedTuple):
+    """One open connection as it stands (Dissector.snapshot)."""
+
+    id: int  # the dissection's own connection number
+    state: tuple  # what decides how it goes on (Conversation.state)
+    rare: tuple  # what matters only now and then: SYNs, the SASL mechanism, a gap
+    syns: int  # SYN segments seen
+    how: str | None  # how its client side was found: "syn", "port", "traffic"
+    kafka: bool
+    accounting: list  # its two streams rows as they stand
 
 
 class Dissector:
@@ -53,9 +67,35 @@ class Dissector:
             self.cut_packets += 1  # its payload was cut by the snap length
         return self._events(self.tcp.feed(seg))
 
-    def finish(self):
-        """End of capture: flush every connection; unanswered requests come out here."""
-        return self._events(self.tcp.finish())
+    def finish(self, only=None):
+        """End of capture: flush every connection; unanswered requests come out here. `only`:
+        the ids of the connections to end, one by one in id order, each with its own events
+        (a driver that numbers or times them apart); the others stay open."""
+        if only is None:
+            return self._events(self.tcp.finish())
+        out = []
+        for conn_id in sorted(only):
+            out += self._events(self.tcp.finish({conn_id}))
+        return out
+
+    def snapshot(self):
+        """The open connections as plain values, for a driver that runs several dissections
+        of one capture from different packets and checks that they agree where they meet:
+        {key: Snapshot}, `key` the connection's endpoints sorted (see Snapshot)."""
+        out = {}
+        for conn in self.tcp.live:
+            conv = self.conversations.get(conn.id)
+            if conv is None:  # no payload yet: a conversation of nothing
+                conv = Conversation(conn, self.options, self.directory, self.records)
+            plain, rare = conv.state()
+            out[connection_key(conn)] = Snapshot(
+                conn.id, plain, rare, conn.syns, conn.how, conv.kafka, conv.streams()
+            )
+        return out
+
+    def closed(self):
+        """Keys (see snapshot) of the connections ended by FIN or RST that are remembered."""
+        return self.tcp.closed()
 
     def expire(self, now, idle_ns=600 * 10**9, allowance_ns=DEFAULT_ALLOWANCE_NS):
         """Bounded state for endless input: requests past their deadline (see
@@ -94,3 +134,9 @@ class Dissector:
             elif kind is StreamGap:
                 out += conv.gap(ev.side, ev.size, ev.frame, ev.ts, ev.cut)
         return out
+
+
+def connection_key(conn):
+    """A connection's endpoints in sorted order: the same whichever side spoke first."""
+    a, b = conn.endpoints
+    return (a, b) if a <= b else (b, a)

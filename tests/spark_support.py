@@ -11,20 +11,9 @@ import pandas as pd
 import pyarrow as pa
 
 import dissector
-from dissector.capture.ranges import Piece
-from dissector.spark.crossing import stale_groups
-from dissector.spark.pipeline import (
-    MAX_ROUNDS,
-    ORDER,
-    _options,
-    _ordered,
-    _texts,
-    builder,
-    cross_facts,
-    endpoint_facts,
-)
-from dissector.spark.plan import expand, plan_locally, whole_and_split
-from dissector.spark.tasks import OPENED, dissect_group, piece_packets
+from dissector.spark.pipeline import ORDER, _options, _split_schema, rows_batches
+from dissector.spark.plan import expand, plan_split, survey_here
+from dissector.spark.split import run_facts_task, split_tasks
 from dissector.spark.types import table_schema
 from dissector.spark.whole import table_batches
 from dissector.tables.schema import SCHEMAS
@@ -69,58 +58,58 @@ def spark_rows(arrow_table, capture=None):
     return rows(records, names)
 
 
-def run_in_process(paths, table, split_bytes, seed=0, timestamps="us", **options):
-    """The Spark plan without Spark: returns the table as an Arrow table."""
+def run_in_process(paths, table, split_bytes, seed=0, timestamps="us", read_back=None, **options):
+    """The Spark plan without Spark, ranges run in random order: returns the table as an
+    Arrow table. read_back: bytes (default: a random fraction of split_bytes, from seed)."""
     rng = random.Random(seed)
     files = expand(paths)
-    whole, pieces = whole_and_split(plan_locally(files, split_bytes))
     if table == "records":
         options.setdefault("records", "full")
     opts = _options(options)
+    if read_back is None:
+        read_back = max(1, int(split_bytes * rng.choice((0.1, 0.5, 1.0))))
+    whole, split, _warnings = plan_split(files, split_bytes, read_back, survey_here)
     schema = table_schema(table, timestamps)
     out = [b for c in whole for b in table_batches(c, table, opts, schema)]
-    if pieces:
-        out += split_in_process(pieces, table, opts, rng, timestamps).to_batches()
+    if split:
+        out += split_in_process(split, table, opts, rng, timestamps).to_batches()
     return pa.Table.from_batches(out, schema=schema)
 
 
-def split_in_process(pieces, table, opts, rng, timestamps="us"):
-    """The shuffle path of split captures, groups in random order."""
-    groups = defaultdict(list)
-    for capture, piece in pieces:
-        piece = Piece(**{**piece, "prefix": bytes.fromhex(piece["prefix"])})
-        for batch in piece_packets(piece, capture):
-            for i in range(batch.num_rows):
-                row = batch.slice(i, 1)
-                groups[(capture, row.column("key")[0].as_py())].append(row)
-    outputs = {}
-    order = list(groups)
-    rng.shuffle(order)
-    for key in order:
-        part = groups[key]
-        rng.shuffle(part)
-        outputs[key] = dissect_group(opts)(pa.Table.from_batches(part))
-    for _round in range(MAX_ROUNDS):
-        facts = [r for t in outputs.values() for r in t.to_pylist() if r["kind"] >= OPENED]
-        proven, missed = endpoint_facts(facts)
-        stale = stale_groups(proven, missed)
-        if not stale:
-            break
-        for key in stale:
-            outputs[key] = dissect_group(opts, _texts(proven))(pa.Table.from_batches(groups[key]))
-    dissected = pa.concat_tables(outputs.values())
-    streams, learned = cross_facts(facts)
-    kind = 1 if table == "streams" else 0
-    blobs = dissected.filter(pa.compute.equal(dissected.column("kind"), kind))
-    if table == "partitions":  # one task, exchanges in completion order: lags as a whole run
-        blobs = blobs.sort_by([("frame", "ascending"), ("sub", "ascending"), ("seq", "ascending")])
-    blobs = blobs.combine_chunks()
-    build = builder(table, streams, learned, timestamps)
-    schema = build_schema(table, timestamps)
-    out = pa.Table.from_batches(list(build(blobs.to_batches())), schema=schema)
+def split_in_process(split, table, opts, rng, timestamps="us"):
+    """The ranges of split captures, facts and rows, each task run on its own."""
+
+    def facts(items):
+        order = list(range(len(items)))
+        rng.shuffle(order)
+        done = {i: run_facts_task(*items[i][:1], opts, items[i][1]) for i in order}
+        return [done[i] for i in range(len(items))]
+
+    outcomes, seeds, _facts = split_tasks(split, opts, facts)
+    schema = _split_schema(table, timestamps, False)
+    tasks = [(c, i) for c in split for i in range(c.tasks)]
+    rng.shuffle(tasks)
+    batches = []
+    for c, i in tasks:
+        settled = outcomes[c.capture].settled[i]
+        batches += rows_batches(c.spec(i), opts, seeds[c.capture], settled, table, schema, False)
+    out = pa.Table.from_batches(batches, schema=schema)
+    if table == "partitions":
+        out = _lags(out)
     return out.drop_columns([c for c in ORDER if c in out.column_names])
 
 
-def build_schema(table, timestamps="us"):
-    schema = table_schema(table, timestamps)
-    return _ordered(schema) if table == "partitions" else schema
+def _lags(t):
+    """committed_lag as pipeline.lags computes it in Spark: the newest high watermark of the
+    topic-partition among the rows before (completion order), less the committed offset."""
+    rows = t.to_pylist()
+    newest = defaultdict(lambda: None)
+    for r in sorted(rows, key=lambda r: tuple(r[c] for c in ORDER)):
+        key = (r["capture"], r["topic"], r["partition"])
+        if r["high_watermark"] is not None and r["high_watermark"] >= 0:
+            newest[key] = r["high_watermark"]
+        committed = r["committed_offset"]
+        top = newest[key]
+        ok = committed is not None and committed >= 0 and top is not None
+        r["committed_lag"] = top - committed if ok else None
+    return pa.Table.from_pylist(rows, schema=t.schema)

@@ -110,6 +110,27 @@ def connections(table):
     return pd.Series(list(zip(*(table[k] for k in keys), strict=True)), index=table.index)
 
 
+def is_spark(table):
+    """Whether `table` is a Spark DataFrame (classic or Spark Connect), told without importing
+    pyspark."""
+    return type(table).__module__.startswith("pyspark")
+
+
+def spark_aware(analysis):
+    """Run `analysis` in Spark when it is given a Spark DataFrame: the function of the same
+    name in `on_spark`, which aggregates there and returns the same pandas frame."""
+
+    @functools.wraps(analysis)
+    def run(table, *args, **kwargs):
+        if is_spark(table):
+            from . import on_spark
+
+            return getattr(on_spark, analysis.__name__)(on_spark.sql(table), *args, **kwargs)
+        return analysis(table, *args, **kwargs)
+
+    return run
+
+
 def per_capture(analysis):
     """Run `analysis(table, ...)` on each capture of a capture set apart (its state, such as
     producer ids, belongs to one capture), with the `capture` column in front."""

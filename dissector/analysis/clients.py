@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from ._frames import api_rows, body, connections, frame, has, per_capture
+from ._frames import api_rows, body, connections, frame, has, per_capture, spark_aware
 
 COLUMNS = [
     "client_id",
@@ -37,11 +37,13 @@ def _software(pairs):
     return found
 
 
+@spark_aware
 @per_capture
 def clients(pairs):
     """One row per (client id, client address): the software it announced (ApiVersions v3+
     ClientSoftwareName/Version), the API versions it used (`{"Fetch": [12], ...}`), its
-    connections, requests and error responses, and when it was first and last seen."""
+    connections, requests and error responses, and when it was first and last seen.
+    Aggregated in Spark for a Spark DataFrame."""
     if not has(pairs, "client", "stream"):
         return frame([], COLUMNS)
     software = _software(pairs)

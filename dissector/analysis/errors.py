@@ -4,7 +4,18 @@ not complete (unanswered, orphan response, malformed) with its reason."""
 import re
 
 from ..protocol.errors import error_name
-from ._frames import EXCHANGE, body, frame, has, ints, per_capture, topic_names, topic_of, when
+from ._frames import (
+    EXCHANGE,
+    body,
+    frame,
+    has,
+    ints,
+    per_capture,
+    spark_aware,
+    topic_names,
+    topic_of,
+    when,
+)
 
 COLUMNS = [
     "time",
@@ -63,12 +74,14 @@ def _level(context, depth):
     return "top" if depth == 0 else "nested"
 
 
+@spark_aware
 @per_capture
 def errors(pairs):
     """One row per error: every non-zero error code of every response (level `top`,
     `topic`, `partition`, `resource`, `member` or `nested`, with the topic, partition,
     resource and member it belongs to) and one row per unanswered, orphan or malformed
-    exchange (level `exchange`, with the reason), in capture order."""
+    exchange (level `exchange`, with the reason), in capture order. A Spark DataFrame is
+    walked in Spark tasks (`on_spark.errors`)."""
     if not has(pairs, "status"):
         return frame([], COLUMNS)
     names = topic_names(pairs)
@@ -100,8 +113,10 @@ def errors(pairs):
     return ints(frame(rows, COLUMNS), "partition", "error_code")
 
 
+@spark_aware
 def error_counts(pairs, by=("api_name", "error_name")):
-    """How often each error occurs (by API and error name unless told otherwise)."""
+    """How often each error occurs (by API and error name unless told otherwise); counted
+    in Spark for a Spark DataFrame."""
     found = errors(pairs)
     by = list(by)
     found = found.assign(error_name=found["error_name"].fillna(found["status"]))

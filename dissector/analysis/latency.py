@@ -16,7 +16,7 @@ request's last byte to the first byte of the previous response on the connection
 
 import pandas as pd
 
-from ._frames import EXCHANGE, frame, has, scope
+from ._frames import EXCHANGE, frame, has, scope, spark_aware
 
 #: Grouping names -> table columns; any other column name may be used as it is.
 GROUPS = {
@@ -88,12 +88,14 @@ def _queue_ms(rows, pairs):
     return queue.reindex(rows.index).fillna(0.0)
 
 
+@spark_aware
 def latency(pairs, by="api", freq=None):
     """Latency percentiles per group (see GROUPS; a list combines them) and, with `freq`
     (a pandas frequency such as "1s" or "5min"), per time window of the request's start.
 
     Columns: the group columns, `window` (with freq), then requests, p50/p95/p99/max/mean
     latency, the median network, queue and broker time, and the number of error responses.
+    A Spark DataFrame is aggregated in Spark (`on_spark.latency`: percentiles approximate).
     """
     keys = group_columns(by, pairs)
     columns = [*keys, *(["window"] if freq else []), *STATS]

@@ -7,7 +7,7 @@ per topic, partition or client, data and control records apart. From the `pairs`
 
 import pandas as pd
 
-from ._frames import frame, has, ints
+from ._frames import frame, has, ints, spark_aware
 
 BY = {"topic": ["topic"], "partition": ["topic", "partition"], "client": ["client_id"]}
 VOLUME = ["batches", "records", "control_records", "bytes", "uncompressed_bytes"]
@@ -24,6 +24,7 @@ def _data_rows(partitions):
     return rows
 
 
+@spark_aware
 def throughput(table, freq="1s", by="topic"):
     """Volume per time window (`freq`, a pandas frequency) and group.
 
@@ -31,7 +32,8 @@ def throughput(table, freq="1s", by="topic"):
     "topic", "partition", "client" or None), with batches, data records (`records`),
     `control_records`, bytes on the wire, uncompressed bytes, `bytes_per_s` and
     `records_per_s`. With a `pairs` table: one row per window and API with the requests and
-    the request and response bytes, and `bytes_per_s` of both.
+    the request and response bytes, and `bytes_per_s` of both. Aggregated in Spark for a
+    Spark DataFrame.
     """
     seconds = pd.Timedelta(pd.tseries.frequencies.to_offset(freq)).total_seconds()
     if table is not None and "partition" in table:

@@ -149,6 +149,30 @@ class Framer:
     def synced(self):
         return self._mode < _SEARCH
 
+    def state(self, base):
+        """Where this side stands, as plain values two runs can compare though they began at
+        different points of the stream: `base` is the sequence number of stream offset 0.
+        A framer still searching for a frame start never equals one in step."""
+        mask = 0xFFFFFFFF
+        mode = self._mode
+        if mode == _HEAD:
+            detail = (
+                (base + self._fstart) & mask,
+                self._fframe,
+                b"".join(p[0] for p in self._hparts),
+            )
+        elif mode == _BODY:
+            detail = ((base + self._fstart) & mask, self._fframe, self._size, self._need)
+        elif mode == _SKIP:
+            cut = self._cut
+            detail = (self._need, None if cut is None else ((base + cut[1]) & mask, cut[2], cut[4]))
+        elif mode >= _SEARCH:
+            detail = (self._sreason, (base + self._soff) & mask, len(self._sbuf))
+        else:
+            detail = ()
+        skipped = (self._kn, (base + self._koff) & mask, self._kreason) if self._kn else ()
+        return (mode, (base + self._off) & mask, skipped, detail)
+
     def feed(self, data, frame, ts, start=0):
         """Next bytes of the stream, data[start:] (bytes left in their packet); returns Frames
         and Skipped, in stream order."""

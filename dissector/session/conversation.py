@@ -235,6 +235,36 @@ class Conversation:
             self.unused[side] += len(frame.data) + 4
         return []
 
+    def state(self):
+        """What decides how this connection goes on, as plain values two runs over the same
+        packets can compare whatever packet each began at: (plain, rare). `plain`: per
+        endpoint (in sorted order) its TCP and framing state and frames held, then which
+        endpoint is the client, who sent the first FIN or RST, whether it is Kafka, and its
+        session's state. `rare`: what matters only now and then and a run that joined
+        mid-stream cannot know: (each side's SYN, the SASL mechanism, whether the broker's
+        bytes had a gap), each consulted on its own occasions (a later SYN, a SASL exchange,
+        a request left unanswered)."""
+        conn = self.conn
+        sides = sorted((0, 1), key=lambda side: conn.endpoints[side])
+        halves = conn._halves
+        plain, syns = [], []
+        for side in sides:
+            half = halves[side]
+            base = half.base
+            framer = None if base is None else self.framers[side].state(base)
+            held = tuple((f.first_frame, f.last_frame) for f in self.held[side])
+            plain.append((conn.endpoints[side], half.state(), framer, held))
+            syns.append(half.syn_state())
+        client = conn.client_side
+        plain.append(None if client is None else conn.endpoints[client])
+        ended = conn.ended_by
+        plain.append((None if ended is None else conn.endpoints[ended], conn.end_frame))
+        session = self.session
+        plain.append((conn.ignored, session is None and conn.how))
+        plain.append(None if session is None else session.state())
+        mechanism, lost = (None, False) if session is None else session.rare_state()
+        return tuple(plain), (tuple(syns), mechanism, lost)
+
     def streams(self):
         """One accounting row per direction (see tables/streams.py for the columns)."""
         conn = self.conn

@@ -78,6 +78,16 @@ class LegacySession:
         """Rows for the requests that waited past their deadline (session/timeouts.py)."""
         return expired_rows(self, self.pending, now, allowance_ns)
 
+    def state(self):
+        """Requests waiting, oldest first (see ModernSession.state)."""
+        return (
+            PROTOCOL,
+            tuple((r.api_key, r.frame.first_frame, r.frame.last_frame) for r in self.pending),
+        )
+
+    def rare_state(self):
+        return (None, self.lost)
+
     def end(self):
         out = [
             build(self.conn, PROTOCOL, req, status=ex.UNANSWERED, reason=ended(self.conn))

@@ -364,6 +364,29 @@ class ModernSession:
             )
         return Side(frame, body={"AuthBytes": token, "raw": True}, error_name="NONE")
 
+    # -- state -------------------------------------------------------------------------------
+
+    def state(self):
+        """What the session holds that decides what comes next, as plain values: requests
+        waiting (in the order sent), acks=0 requests kept, responses held for their request,
+        raw SASL tokens waiting, the client id of the last request and the end of the last
+        response. Facts a run that joined mid-stream cannot know and that matter only now
+        and then (the SASL mechanism, a gap in the broker's bytes) are apart, in `rare_state`."""
+        waiting = {id(r) for q in self.pending.values() for r in q}
+        return (
+            PROTOCOL,
+            tuple(_identity(r) for r in self.sent if id(r) in waiting),
+            tuple(_identity(r) for r in self.silent),
+            tuple((corr, f.first_frame, f.last_frame) for corr, f in self.early),
+            tuple(_identity(r) for r in self.raw_pending),
+            self.raw_sasl,
+            self.client_id,
+            self.last_response_end,
+        )
+
+    def rare_state(self):
+        return (self.mechanism, self.lost)
+
     # -- end ---------------------------------------------------------------------------------
 
     def expire(self, now, allowance_ns):
@@ -405,3 +428,9 @@ class ModernSession:
         self.silent.clear()
         self.raw_pending.clear()
         return out
+
+
+def _identity(req):
+    """A request as two runs over the same packets can compare it."""
+    frame = req.frame
+    return (req.correlation_id, req.api_key, req.api_version, frame.first_frame, frame.last_frame)

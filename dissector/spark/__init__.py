@@ -4,17 +4,15 @@
     register(spark)
     pairs = spark.read.format("kafka_pcap").option("table", "pairs").load("captures/*.pcap")
 
-A capture read whole by one task (not split into byte ranges) is dissected in that task, with
-no shuffle (`whole.py`, in `mapInArrow` tasks). For a capture split into ranges, reassembly
-needs every packet of a connection in one task, and a Python data source's reader cannot
-shuffle. So `register` registers a plain Python data source of packets
-(`kafka_pcap_packets`) and routes `load()` of the `kafka_pcap` format to the pipeline
-(`pipeline.load`): for split captures, packets, a shuffle by connection, the core per group,
-then what crosses connections. Other formats load as before.
+A capture no larger than the split size is dissected whole in one task (`whole.py`). A larger
+one is cut into byte ranges, one task each, which read back over the ranges before their own,
+check on the driver that they agree where they meet, and then build the table (`split.py`):
+no packet leaves its task, and nothing is shuffled. Checking needs the driver between two
+rounds of tasks, which a data source's reader cannot do: `register` routes `load()` of the
+`kafka_pcap` format, in the sessions it was called for, to the pipeline (`pipeline.load`).
 """
 
 FORMAT = "kafka_pcap"
-PACKETS_FORMAT = "kafka_pcap_packets"
 
 
 def __getattr__(name):  # pyspark is imported only when Spark is used
@@ -27,19 +25,7 @@ def __getattr__(name):  # pyspark is imported only when Spark is used
 
 def register(spark):
     """Make `spark.read.format("kafka_pcap")` read captures in this session."""
-    register_sources(spark)
     _route_loads(type(spark.read))
-
-
-def register_sources(spark):
-    """Register the packet data source, once per session: a registration is a round trip
-    through the JVM (0.4 s), a fixed cost better paid at start-up than by every load."""
-    if getattr(spark, "_kafka_pcap_sources", False):
-        return
-    from .source import PacketSource
-
-    spark.dataSource.register(PacketSource)
-    spark._kafka_pcap_sources = True
 
 
 def _route_loads(reader_class):
@@ -83,4 +69,4 @@ def _route_loads(reader_class):
     reader_class._kafka_pcap = True
 
 
-__all__ = ["FORMAT", "PACKETS_FORMAT", "Dissected", "load", "register"]
+__all__ = ["FORMAT", "Dissected", "load", "register"]

@@ -1,39 +1,34 @@
-"""What crosses connections, kept apart while each task dissects its own connections, and
-settled once every task is done.
+"""Topic ids, settled across ranges: a request or response naming a topic by id shows the
+topic's name when a Metadata or CreateTopics response naming it completed EARLIER in the
+capture, on any connection. A task answers every lookup of an id with a mark holding the
+moment of the lookup, and records each id its own range learns with the moment of the
+learning; once all are known, `settle_topics` resolves each mark against the earliest learning
+of its id.
 
-Two things in a whole-file dissection depend on other connections:
-
-- stream numbers: connections are numbered in order of first appearance in the whole file.
-  A task numbers its connections by the frame of their first packet, which is unique in a
-  file; `renumber` turns those frames into ranks once all are known.
-- Kafka endpoints: a connection whose first request looks odd is still Kafka when an
-  earlier connection proved its broker endpoint to speak Kafka. A group dissected without
-  knowing what other groups proved is dissected again, knowing it, when one of its lookups
-  came after another group's proof (`stale_groups`); rarely needed, repeated until stable.
-- topic ids: a request or response naming a topic by id shows the topic's name when a
-  Metadata or CreateTopics response naming it completed EARLIER in the capture, on any
-  connection. A task records, for each id it looks up, the moment of the lookup; and for each
-  id it learns, the moment of the learning. The moment is (frame being fed, 0, sequence) while
-  packets are fed and (END, first frame of the connection, sequence) while the capture's end
-  flushes connections, as the core flushes them in stream order. Moments of different
-  connections never tie (two connections never share a packet); those of one connection are
-  ordered by the sequence. `settle_topics` then resolves each lookup against the earliest
-  learning of its id.
+A moment is (frame being fed, 0, count within it) while packets are fed, and (END, the
+connection's first frame, count) while the capture's end ends connections, in stream order.
+Two tasks feeding the same packet in the same state count alike, and moments of different
+connections never tie (two connections never share a packet).
 """
 
-from ..session.directory import NO_TOPIC_ID, Directory
+from ..session.directory import NO_TOPIC_ID
 
 END = 1 << 62  # the frame of moments during the end-of-capture flush
 MARK = "\x00topic\x00"  # prefix of a lookup not settled yet: MARK id \0 frame \0 sub \0 seq
 
 
 class Clock:
-    """The current moment of a task's dissection."""
+    """The current moment of a task's dissection: the packet being fed (or, during the
+    capture's end, END and the connection being ended) and a count within it, which two tasks
+    feeding the same packet in the same state count alike."""
 
     def __init__(self):
         self.frame = 0
         self.sub = 0
         self.seq = 0
+
+    def at(self, frame, sub=0):
+        self.frame, self.sub, self.seq = frame, sub, 0
 
     def now(self):
         self.seq += 1
@@ -63,40 +58,6 @@ class PendingNames:
         return default if topic_id == NO_TOPIC_ID else self[topic_id]
 
 
-class KafkaEndpoints:
-    """The set of broker endpoints proven to speak Kafka, as the core consults it: proven
-    here, or by other groups (`seeds`, from an earlier round) before the moment of asking.
-    Lookups answered no are kept: if another group proved the endpoint earlier, this group
-    is dissected again with that knowledge."""
-
-    def __init__(self, clock, seeds):
-        self.clock = clock
-        self.seeds = seeds  # endpoint -> moment
-        self.proven = {}  # endpoint -> moment, the first time here
-        self.missed = []  # (endpoint, moment) of lookups answered no
-
-    def add(self, endpoint):
-        if endpoint not in self.proven:
-            self.proven[endpoint] = self.clock.now()
-
-    def __contains__(self, endpoint):
-        moment = self.clock.now()
-        if endpoint in self.proven:
-            return True
-        seeded = self.seeds.get(endpoint)
-        if seeded is not None and seeded < moment:
-            return True
-        self.missed.append((endpoint, moment))
-        return False
-
-
-class TaskDirectory(Directory):
-    def __init__(self, clock, seeds):
-        super().__init__()
-        self.topic_names = PendingNames(clock)
-        self.kafka_endpoints = KafkaEndpoints(clock, seeds)
-
-
 def _parse(mark):
     topic_id, frame, sub, seq = mark[len(MARK) :].split("\x00")
     return topic_id, (int(frame), int(sub), int(seq))
@@ -122,20 +83,3 @@ def settle_topics(exchange, learned):
             if name != topic_id:
                 names[topic_id] = name
         exchange.topic_names = names
-
-
-def stale_groups(proven, missed):
-    """Groups to dissect again: those that asked for an endpoint another group had proven
-    before. proven: capture -> {endpoint: moment}; missed: [(capture, key, endpoint, moment)]."""
-    return sorted(
-        {
-            (capture, key)
-            for capture, key, ep, moment in missed
-            if ep in proven.get(capture, {}) and proven[capture][ep] < moment
-        }
-    )
-
-
-def renumber(first_frames):
-    """First frames of every connection of a capture -> stream numbers."""
-    return {frame: n for n, frame in enumerate(sorted(first_frames))}

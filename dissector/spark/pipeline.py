@@ -1,245 +1,250 @@
 """The tables of a capture set as Spark DataFrames.
 
-    whole captures ─▶ core per capture (whole.py) ───────────────────────────────┐
-    split captures ─▶ byte ranges ─▶ packets ─▶ shuffle ─▶ core per group ─▶ settle ─┴▶ table
-                      (plan.py)      (source)   (groupBy)  (tasks.py)       (crossing.py)
+    whole captures ─▶ the core per capture, in one task (whole.py) ─────────────────────┐
+    split captures ─▶ chunks ─▶ tasks (facts) ─▶ checked on the driver ─▶ tasks (rows) ─┴▶ table
+                      (plan.py)  (ranges.py)      (verify.py, split.py)
 
-For split captures, the dissected groups are kept (persisted) because two things read them:
-the small facts that cross connections, collected to the driver when the DataFrame is made,
-and the table itself, built from them by every action on the DataFrame.
+No packet leaves the task that read it: a task of a split capture reads its byte range and a
+read-back before it, and sends the driver small facts (split.py); once every range agrees
+with the one before it, the same tasks build the table, each with the facts the driver settled
+for it. Nothing is cached or shuffled (but the partitions table's committed offsets, whose lag
+is taken over the whole capture in a window).
 """
 
 import json
 import pickle
 import warnings
-from collections import defaultdict
 from dataclasses import fields
 
 import pyarrow as pa
 
 from ..options import Options
 from ..tables.schema import SCHEMAS
-from .crossing import renumber, settle_topics, stale_groups
 from .notes import piece_warnings
-from .plan import (
-    LOCAL_SURVEY_BYTES,
-    expand,
-    pack_whole,
-    plan_pieces,
-    surveys_in_spark,
-    whole_and_split,
-)
-from .source import MIN_TASK_BYTES, NAME, parse_size
-from .tasks import (
-    DISSECTED,
-    EXCHANGE,
-    LAST_FRAME,
-    LEARNED,
-    MISSED,
-    OPENED,
-    PIECE_NOTES,
-    PROVEN,
-    STREAM_ROW,
-    dissect_group,
-)
+from .plan import LOCAL_SURVEY_BYTES, expand, pack_whole, plan_split, surveys_in_spark
+from .split import DEFAULT_READ_BACK, run_facts_task, run_rows_task, split_tasks
 from .types import for_spark, spark_schema, table_schema
-from .whole import NOTES, whole_tasks
+from .whole import SUMMARY, whole_tasks
 
 DEFAULT_SPLIT = "128m"
-MAX_ROUNDS = 5  # dissections of a group, at most (see crossing.stale_groups)
+MIN_TASK_BYTES = 4 << 20  # captures read whole are packed into tasks of at least this
 OPTION_NAMES = tuple(f.name for f in fields(Options))  # what a load may pass to the core
+TASKS = "id long, task binary"  # one row per task: its index and pickled arguments
+FACTS = pa.schema([("id", pa.int64()), ("facts", pa.binary())])
 
 
 class Dissected:
-    """A capture set dissected in Spark; `table(name)` builds any table, `summaries()` the
-    command line's summary.
+    """A capture set dissected in Spark; `table(name)` builds any table, `write` writes one
+    and keeps the command line's summaries.
 
-    Captures read whole by one task (smaller than `split_bytes`, or gzip) are dissected where
-    they are read, once per table built (`whole.py`). Captures split into byte ranges are
-    dissected once, by groups of connections after a shuffle; the groups are kept and the
-    cross-connection facts settled here, and every table is built from them.
+    Captures read whole by one task (no larger than `split_bytes`, or gzip) are dissected
+    where they are read (`whole.py`). Larger ones are cut into byte ranges and checked when
+    this is made (split.py): their tables are then built by one task a range.
 
     `warnings`: what reading the captures noticed (a cut file, a timestamp out of range), one
     line each naming file, frame and offset. Those of split captures are known once this is
     made (and a capture none of whose packets has a link type the core reads is an error
-    then); those of captures read whole come with their reading, in `summaries()` (and that
-    error with any table's action)."""
+    then); those of captures read whole come with their reading, in `summaries()`."""
 
-    def __init__(self, spark, paths, split_bytes=DEFAULT_SPLIT, local_survey_bytes=None, **options):
-        from . import register_sources
-
-        register_sources(spark)
+    def __init__(
+        self,
+        spark,
+        paths,
+        split_bytes=DEFAULT_SPLIT,
+        read_back=DEFAULT_READ_BACK,
+        local_survey_bytes=None,
+        **options,
+    ):
         self.spark = spark
+        self.rounds = 0  # Spark jobs of `facts` tasks: 1, and one a round of redone ranges
         self.files = expand(paths)
-        split = parse_size(split_bytes)
+        self.options = _options(options)
         if local_survey_bytes is None:
             local_survey_bytes = LOCAL_SURVEY_BYTES
         surveys = surveys_in_spark(spark, local_survey_bytes)
-        pieces, self.warnings = plan_pieces(self.files, split, surveys)
+        self.whole, self.split, self.warnings = plan_split(
+            self.files, parse_size(split_bytes), parse_size(read_back), surveys
+        )
         for message in self.warnings:
             warnings.warn(message, stacklevel=2)
-        self.options = _options(options)
-        self.whole, split_pieces = whole_and_split(pieces)
-        self.groups = None
-        self.streams, self.learned, self.packets = {}, {}, {}
-        self._notes = None
-        if split_pieces:
-            self._dissect_split(split_pieces, split)
+        self.outcomes, self.seeds, facts = split_tasks(self.split, self.options, self._facts)
+        self.packets = {c: o.packets for c, o in self.outcomes.items()}
+        for message in piece_warnings(split_notes(facts), self.files):
+            self.warnings.append(message)
+            warnings.warn(message, stacklevel=2)
+        self._summaries = None
 
-    def _dissect_split(self, pieces, split):
-        """Packets, shuffle by connection, the core per group (kept), facts settled."""
-        from pyspark import StorageLevel
+    # -- tasks -----------------------------------------------------------------------------
+
+    def _tasks(self, blobs):
+        """A DataFrame of one row a task, one task a partition, carrying its arguments."""
         from pyspark.sql import functions as F
 
-        spark = self.spark
-        packets = (
-            spark.read.format(NAME)
-            .option("pieces", json.dumps(pieces))
-            .option("split_bytes", str(split))
-            .load()
-        )
-        schema = spark_schema(DISSECTED)
-        self.groups = (
-            packets.groupBy("capture", "key")
-            .applyInArrow(dissect_group(self.options), schema)
-            .persist(StorageLevel.MEMORY_AND_DISK)
-        )
-        for _round in range(MAX_ROUNDS):
-            facts = (
-                self.groups.filter(F.col("kind") >= OPENED)
-                .select("capture", "key", "kind", "blob", "frame", "sub", "seq", "topic_id", "name")
-                .collect()
-            )
-            proven, missed = endpoint_facts(facts)
-            stale = stale_groups(proven, missed)
-            if not stale:
-                break
-            # Dissect again the groups that asked for an endpoint another group had proven.
-            again = spark.createDataFrame(stale, "capture string, key long")
-            redone = (
-                packets.join(again, ["capture", "key"], "left_semi")
-                .groupBy("capture", "key")
-                .applyInArrow(dissect_group(self.options, _texts(proven)), schema)
-            )
-            kept = self.groups.join(again, ["capture", "key"], "left_anti")
-            previous = self.groups
-            self.groups = kept.unionByName(redone).persist(StorageLevel.MEMORY_AND_DISK)
-            self.groups.count()
-            previous.unpersist()
-        self.streams, self.learned = cross_facts(facts)
-        self.packets = {r["capture"]: r["frame"] for r in facts if r["kind"] == LAST_FRAME}
-        notes = [(r["capture"], r["blob"]) for r in facts if r["kind"] == PIECE_NOTES]
-        for message in piece_warnings(notes, self.files):
-            self.warnings.append(message)
-            warnings.warn(message, stacklevel=3)
+        n = len(blobs)
+        rows = self.spark.createDataFrame(list(enumerate(blobs)), TASKS)
+        return self.spark.range(0, n, 1, n).join(F.broadcast(rows), "id")
 
-    def _whole(self, table, timestamps="us"):
-        """The captures read whole, as `table` (or "notes"): no shuffle. A task per group of
-        captures (`pack_whole`), each task started by one row of a range: unlike a data
-        source, this needs no planning process on the driver (0.9 s a load)."""
+    def _facts(self, items):
+        """The `facts` of tasks [(spec, seeds)], run in Spark, in order."""
+        self.rounds += 1
+        options = self.options
+        blobs = [pickle.dumps(item, pickle.HIGHEST_PROTOCOL) for item in items]
+
+        def run(batches):
+            for batch in batches:
+                ids = batch.column("id").to_pylist()
+                out = []
+                for blob in batch.column("task").to_pylist():
+                    spec, seeds = pickle.loads(blob)
+                    out.append(run_facts_task(spec, options, seeds))
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array(ids, pa.int64()), pa.array(out)], schema=FACTS
+                )
+
+        got = self._tasks(blobs).mapInArrow(run, spark_schema(FACTS)).collect()
+        by_id = {r["id"]: bytes(r["facts"]) for r in got}
+        return [by_id[i] for i in range(len(items))]
+
+    def _split_rows(self, table, timestamps, summaries):
+        """The table of the split captures: one task a range."""
+        options, schema = self.options, _split_schema(table, timestamps, summaries)
+        blobs = []
+        for c in self.split:
+            outcome, seeds = self.outcomes[c.capture], self.seeds[c.capture]
+            for i in range(c.tasks):
+                blobs.append((c.spec(i), seeds, outcome.settled[i]))
+        blobs = [pickle.dumps(b, pickle.HIGHEST_PROTOCOL) for b in blobs]
+
+        def run(batches):
+            for batch in batches:
+                for blob in batch.column("task").to_pylist():
+                    spec, seeds, settled = pickle.loads(blob)
+                    yield from rows_batches(spec, options, seeds, settled, table, schema, summaries)
+
+        return self._tasks(blobs).mapInArrow(run, spark_schema(schema))
+
+    def _whole(self, table, timestamps="us", summaries=False):
+        """The captures read whole, as `table`. A task per group of captures
+        (`pack_whole`), each task started by one row of a range."""
         groups = pack_whole(self.whole, MIN_TASK_BYTES)
-        schema = NOTES if table == "notes" else table_schema(table, timestamps)
+        schema = table_schema(table, timestamps)
+        if summaries:
+            schema = schema.append(pa.field(SUMMARY, pa.binary()))
         tasks = self.spark.range(0, len(groups), 1, len(groups))
-        run = whole_tasks(groups, table, self.options, timestamps)
+        run = whole_tasks(groups, table, self.options, timestamps, summaries)
         return tasks.mapInArrow(run, spark_schema(schema))
 
-    def table(self, table="pairs", timestamps="us"):
+    # -- tables ----------------------------------------------------------------------------
+
+    def table(self, table="pairs", timestamps="us", summaries=False):
         """A table of every capture, with `capture`. timestamps="ns": the capture-time
         columns as int64 nanoseconds since the epoch, exact (Spark timestamps keep
-        microseconds)."""
+        microseconds). summaries: with a row per task holding its summary (`_summary`)."""
         if table not in SCHEMAS:
             raise ValueError(f"unknown table {table!r}; choose from {', '.join(SCHEMAS)}")
         table_schema(table, timestamps)  # a bad value is an error here
-        parts = [self._whole(table, timestamps)] if self.whole else []
-        if self.groups is not None:
-            parts.append(self._split_table(table, timestamps))
+        parts = [self._whole(table, timestamps, summaries)] if self.whole else []
+        if self.split:
+            rows = self._split_rows(table, timestamps, summaries)
+            parts.append(lags(rows) if table == "partitions" else rows)
+        if not parts:
+            return self._whole(table, timestamps, summaries)
         out = parts[0]
         for part in parts[1:]:
             out = out.unionByName(part)
         return out
 
-    def _split_table(self, table, timestamps):
+    def write(self, path, table="pairs", timestamps="us"):
+        """Write `table` as parquet partitioned by capture, and keep the summaries the tasks
+        made on the way (one pass over the captures)."""
+        from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        kind = STREAM_ROW if table == "streams" else EXCHANGE
-        blobs = self.groups.filter(F.col("kind") == kind).select("capture", "blob")
-        build = builder(table, self.streams, self.learned, timestamps)
-        schema = table_schema(table, timestamps)
-        if table != "partitions":
-            return blobs.mapInArrow(build, spark_schema(schema))
-        blobs = self.groups.filter(F.col("kind") == kind)
-        blobs = blobs.select("capture", "blob", "frame", "sub", "seq")
-        return lags(blobs.mapInArrow(build, spark_schema(_ordered(schema))))
+        seen = Observation("kafka_dissect_summaries")
+        df = self.table(table, timestamps, summaries=True)
+        part = F.when(F.col(SUMMARY).isNotNull(), F.struct("capture", SUMMARY))
+        df = df.observe(seen, F.collect_list(part).alias("s"))
+        df = df.filter(F.col(SUMMARY).isNull()).drop(SUMMARY)
+        df.write.mode("overwrite").partitionBy("capture").parquet(path)
+        self._summaries = [(r["capture"], bytes(r[SUMMARY])) for r in seen.get["s"]]
 
     def summaries(self):
-        """Per capture, in the order given: the `analyze` summary and its title, summed in
-        Spark from the summaries of each task. Adds the warnings of the captures read whole
-        to `warnings` (the first time)."""
-        from pyspark.sql import functions as F
+        """Per capture, in the order given: the `analyze` summary and its title, added up from
+        the summaries of each task (of the last `write`, else a pass of their own). Adds the
+        warnings of the captures read whole to `warnings`."""
+        from .summary import merge
 
-        from .summary import merge, summarise
+        if self._summaries is None:
+            from pyspark.sql import functions as F
 
-        rows, packets = [], dict(self.packets)
-        if self.groups is not None:
-            blobs = self.groups.filter(F.col("kind") <= STREAM_ROW)
-            blobs = blobs.select("capture", "kind", "blob")
-            schema = "capture string, summary binary, connections long, kafka long"
-            parts = blobs.mapInArrow(summarise(self.streams, self.learned, self.options), schema)
-            rows += parts.collect()
-        if self.whole:
-            notes = self._whole_notes()
-            rows += notes
-            packets.update({r["capture"]: r["packets"] for r in notes})
-        return merge(rows, self.files, packets, self.options)
-
-    def _whole_notes(self):
-        if self._notes is None:
-            self._notes = self._whole("notes").collect()
-            order = {c: i for i, c in enumerate(self.files)}
-            for r in sorted(self._notes, key=lambda r: order[r["capture"]]):
-                for message in r["warnings"] or ():
-                    self.warnings.append(message)
-                    warnings.warn(message, stacklevel=3)
-        return self._notes
+            df = self.table("pairs", summaries=True).filter(F.col(SUMMARY).isNotNull())
+            got = df.select("capture", SUMMARY).collect()
+            self._summaries = [(r["capture"], bytes(r[SUMMARY])) for r in got]
+        out, said = merge(self._summaries, self.files, self.packets, self.options)
+        for message in said:
+            if message not in self.warnings:
+                self.warnings.append(message)
+                warnings.warn(message, stacklevel=2)
+        return out
 
     def unpersist(self):
-        if self.groups is not None:
-            self.groups.unpersist()
+        """Nothing is kept: kept for callers of earlier versions."""
 
 
-def cross_facts(rows):
-    """Rows of OPENED and LEARNED facts (all tasks) -> per capture: first frame -> stream
-    number, and topic id -> (earliest moment it was learned, name)."""
-    opened = defaultdict(list)
-    learned = defaultdict(dict)
-    for r in rows:
-        if r["kind"] == OPENED:
-            opened[r["capture"]].append(r["frame"])
-        elif r["kind"] == LEARNED:
-            moment = (r["frame"], r["sub"], r["seq"])
-            known = learned[r["capture"]].get(r["topic_id"])
-            if known is None or moment < known[0]:
-                learned[r["capture"]][r["topic_id"]] = (moment, r["name"])
-    return {c: renumber(frames) for c, frames in opened.items()}, dict(learned)
+def split_notes(facts):
+    """[(capture, notes JSON)] of every range (notes.py), from their facts."""
+    out = []
+    for per_capture in facts.values():
+        for f in per_capture:
+            notes = {
+                "first": f["first_frame"] - 1,
+                "packets": f["packets"],
+                "unsupported": f["unsupported"],
+                "warnings": f["warnings"],
+            }
+            out.append((f["capture"], json.dumps(notes)))
+    return out
 
 
-def endpoint_facts(rows):
-    """Per capture, each endpoint's earliest proof; and every lookup answered no."""
-    proven = defaultdict(dict)
-    missed = []
-    for r in rows:
-        if r["kind"] == PROVEN:
-            moment = (r["frame"], r["sub"], r["seq"])
-            known = proven[r["capture"]].get(r["topic_id"])
-            if known is None or moment < known:
-                proven[r["capture"]][r["topic_id"]] = moment
-        elif r["kind"] == MISSED:
-            missed.append((r["capture"], r["key"], r["topic_id"], (r["frame"], r["sub"], r["seq"])))
-    return dict(proven), missed
+def _split_schema(table, timestamps, summaries):
+    schema = table_schema(table, timestamps)
+    if table == "partitions":
+        schema = _ordered(schema)
+    if summaries:
+        schema = schema.append(pa.field(SUMMARY, pa.binary()))
+    return schema
 
 
-def _texts(proven):
-    return {c: {ep: list(m) for ep, m in eps.items()} for c, eps in proven.items()}
+def rows_batches(spec, options, seeds, settled, table, schema, summaries):
+    """Record batches (Spark's schema) of one range's `rows` task; with `summaries`, a last
+    row holding the task's summary and its accounting."""
+    from ..tables.schema import SCHEMAS as DECLARED
+    from .summary import new_summary, summary_row
+
+    capture = spec["capture"]
+    summary = new_summary(options) if summaries else None
+    extra = 1 if summaries else 0
+    streams = []  # the accounting rows of the connections the range ends
+    for batch, order in run_rows_task(spec, options, seeds, settled, table, summary, streams):
+        if table == "partitions":
+            if not batch:
+                continue
+            rb = pa.RecordBatch.from_pylist(batch, schema=DECLARED["partitions"])
+            base = pa.schema(list(schema)[: len(schema) - len(ORDER) - extra])
+            rb = for_spark(rb, capture, base)
+            columns = list(zip(*order, strict=True))
+            arrays = rb.columns + [pa.array(c, pa.int64()) for c in columns]
+        else:
+            base = pa.schema(list(schema)[: len(schema) - extra])
+            arrays = for_spark(batch, capture, base).columns
+        if summaries:
+            arrays.append(pa.nulls(len(arrays[0]), pa.binary()))
+        yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+    if summaries:
+        row = {name: None for name in schema.names}
+        row["capture"] = capture
+        row[SUMMARY] = summary_row(summary, streams)
+        yield pa.RecordBatch.from_pylist([row], schema=schema)
 
 
 def _options(options):
@@ -261,65 +266,8 @@ def _options(options):
     return out
 
 
-def settled(blobs, kind, streams, learned):
-    """Unpickled exchanges (or accounting rows) of one batch, with stream numbers and topic
-    names settled, and their captures."""
-    items, captures = [], []
-    kinds = blobs.column("kind").to_pylist() if "kind" in blobs.schema.names else None
-    for i, (capture, blob) in enumerate(
-        zip(blobs.column("capture").to_pylist(), blobs.column("blob").to_pylist(), strict=True)
-    ):
-        item = pickle.loads(blob)
-        if (kinds[i] if kinds else kind) == STREAM_ROW:
-            item["stream"] = streams[capture][item["stream"]]
-        else:
-            item.stream = streams[capture][item.stream]
-            settle_topics(item, learned.get(capture, {}))
-        items.append(item)
-        captures.append(capture)
-    return items, captures
-
-
 ORDER = ("_frame", "_sub", "_seq", "_row")  # completion moment of a partition row's exchange
 MOMENT = ("frame", "sub", "seq")
-
-
-def builder(table, streams, learned, timestamps="us"):
-    """mapInArrow: blobs -> batches of `table`. Partition rows carry ORDER, for the lag of
-    committed offsets behind the newest high watermark seen anywhere before (`_lags`)."""
-    base = schema = table_schema(table, timestamps)
-    kind = STREAM_ROW if table == "streams" else EXCHANGE
-    if table == "partitions":
-        schema = _ordered(base)
-
-    def build(batches):
-        from ..tables import ROW_BUILDERS, arrow_batches
-        from ..tables.schema import SCHEMAS
-
-        partition_rows = ROW_BUILDERS["partitions"]()
-        for blobs in batches:
-            items, captures = settled(blobs, kind, streams, learned)
-            if table == "partitions":
-                moments = zip(*(blobs.column(c).to_pylist() for c in MOMENT), strict=True)
-                rows, order, row_captures = [], [], []
-                for e, capture, moment in zip(items, captures, moments, strict=True):
-                    mine = partition_rows(e)
-                    rows += mine
-                    order += [(*moment, i) for i in range(len(mine))]
-                    row_captures += [capture] * len(mine)
-                if rows:
-                    batch = pa.RecordBatch.from_pylist(rows, schema=SCHEMAS["partitions"])
-                    batch = for_spark(batch, row_captures, base)
-                    columns = list(zip(*order, strict=True))
-                    arrays = batch.columns + [pa.array(c, pa.int64()) for c in columns]
-                    yield pa.RecordBatch.from_arrays(arrays, schema=schema)
-                continue
-            for capture in dict.fromkeys(captures):
-                mine = [it for it, c in zip(items, captures, strict=True) if c == capture]
-                for batch in arrow_batches(mine, table):
-                    yield for_spark(batch, capture, schema)
-
-    return build
 
 
 def _ordered(schema):
@@ -353,3 +301,14 @@ def load(spark, paths, table="pairs", split_bytes=DEFAULT_SPLIT, timestamps="us"
     if table == "records":
         options.setdefault("records", "full")
     return Dissected(spark, paths, split_bytes, **options).table(table, timestamps)
+
+
+UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def parse_size(text):
+    """ "128m", "1g", "65536" -> bytes."""
+    text = str(text).strip().lower().removesuffix("b")
+    if text and text[-1] in UNITS:
+        return int(float(text[:-1]) * UNITS[text[-1]])
+    return int(text)

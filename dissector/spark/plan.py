@@ -7,6 +7,8 @@ import glob
 import os
 import pickle
 
+import pyarrow as pa
+
 from ..capture.ranges import plan, read_head, stitch, survey, whole_file
 from ..errors import CaptureError
 
@@ -74,8 +76,23 @@ def plan_pieces(files, split_bytes, run_surveys):
     return pieces, warnings
 
 
-def plan_locally(files, split_bytes):
-    return plan_pieces(files, split_bytes, survey_here)[0]
+def plan_split(files, split_bytes, read_back, run_surveys):
+    """Captures read whole (gzip, or no larger than `split_bytes`), in order; SplitCaptures of
+    the others, cut into chunks of min(split_bytes, read_back) bytes; and the warnings of
+    surveying them."""
+    from .split import SplitCapture
+
+    chunk = max(1, min(split_bytes, read_back))
+    heads = {path: read_head(path) for path in files}
+    large = [p for p in files if heads[p].format != "gzip" and heads[p].size > split_bytes]
+    pieces, warnings = plan_pieces(large, chunk, run_surveys) if large else ([], [])
+    chunks = {}
+    for capture, piece in pieces:
+        chunks.setdefault(capture, []).append(piece)
+    per_task = max(1, round(split_bytes / chunk))
+    split = [SplitCapture(c, chunks[c], per_task) for c in large if c in chunks]
+    whole = [p for p in files if p not in chunks]
+    return whole, split, warnings
 
 
 LOCAL_SURVEY_BYTES = 256 << 20  # below this, the driver walks the record headers itself
@@ -90,10 +107,26 @@ def survey_here(rows):
     return out
 
 
+SURVEYED = pa.schema([("index", pa.int64()), ("survey", pa.binary())])
+
+
+def survey_batches(batches):
+    """mapInArrow: (index, path, start, end) rows -> pickled Surveys."""
+    heads = {}
+    for batch in batches:
+        out = []
+        for row in batch.to_pylist():
+            path = row["path"]
+            head = heads.get(path) or heads.setdefault(path, read_head(path))
+            out.append(pickle.dumps(survey(path, head, row["start"], row["end"])))
+        yield pa.RecordBatch.from_arrays(
+            [batch.column("index"), pa.array(out, pa.binary())], schema=SURVEYED
+        )
+
+
 def surveys_in_spark(spark, local_bytes=LOCAL_SURVEY_BYTES):
     """A `run_surveys` that surveys the ranges as one Spark job (up to 64 tasks), or here
     when they add up to less than `local_bytes`."""
-    from .tasks import SURVEYED, survey_batches
     from .types import spark_schema
 
     def run(rows):
@@ -108,28 +141,6 @@ def surveys_in_spark(spark, local_bytes=LOCAL_SURVEY_BYTES):
         return [by_index[i] for i, *_ in rows]
 
     return run
-
-
-def pack(pieces, split_bytes):
-    """Pieces grouped into tasks: a large piece alone, small ones together up to split_bytes."""
-    groups, current, size = [], [], 0
-    for capture, piece in pieces:
-        n = piece["stop"] - piece["start"] if piece["stop"] >= 0 else _size(piece["path"])
-        if current and size + n > split_bytes:
-            groups.append(current)
-            current, size = [], 0
-        current.append((capture, piece))
-        size += n
-    if current:
-        groups.append(current)
-    return groups
-
-
-def whole_and_split(pieces):
-    """Captures read whole by one task (one piece from the file's start), in order; and the
-    pieces of the captures split into byte ranges."""
-    whole = [c for c, p in pieces if p["stop"] < 0]
-    return whole, [(c, p) for c, p in pieces if p["stop"] >= 0]
 
 
 def pack_whole(captures, budget):

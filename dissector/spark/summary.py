@@ -1,5 +1,5 @@
-"""The command line's summary, computed in Spark: each task summarises its exchanges per
-capture, the driver adds the summaries up."""
+"""The command line's summary, computed in Spark: each task summarises the exchanges it
+completes, the driver adds the summaries up."""
 
 import pickle
 from collections import Counter
@@ -13,57 +13,35 @@ def new_summary(options):
     return Summary.of(Options(**options))
 
 
-def summarise(streams, learned, options):
-    """mapInArrow: exchange and accounting blobs -> one summary per capture of the task."""
-
-    def run(batches):
-        import pyarrow as pa
-
-        from .pipeline import settled
-
-        summaries, connections, kafka = {}, Counter(), Counter()
-        for blobs in batches:
-            items, captures = settled(blobs, None, streams, learned)
-            for item, capture in zip(items, captures, strict=True):
-                if isinstance(item, dict):  # an accounting row: half a connection
-                    connections[capture] += 1
-                    kafka[capture] += bool(item["kafka"])
-                    continue
-                if capture not in summaries:
-                    summaries[capture] = new_summary(options)
-                summaries[capture].add(item)
-        names = sorted(set(summaries) | set(connections))
-        yield pa.RecordBatch.from_pydict(
-            {
-                "capture": names,
-                "summary": [pickle.dumps(summaries.get(c)) for c in names],
-                "connections": [connections[c] for c in names],
-                "kafka": [kafka[c] for c in names],
-            }
-        )
-
-    return run
+def summary_row(summary, streams, packets=None, warnings=()):
+    """A task's part of its capture's summary: the Summary, the accounting rows it ended
+    (two a connection), and for a capture read whole its packets and the reader's warnings."""
+    halves = len(streams)
+    kafka = sum(bool(r["kafka"]) for r in streams)
+    return pickle.dumps((summary, halves, kafka, packets, list(warnings)), pickle.HIGHEST_PROTOCOL)
 
 
 def merge(rows, files, packets, options):
-    """[(capture, title, Summary)] in the order of `files`, from the tasks' rows."""
+    """[(capture, title, Summary)] in the order of `files`, and the warnings of captures read
+    whole, from the tasks' rows [(capture, blob)]; `packets`: those of split captures."""
     total = {c: new_summary(options) for c in files}
-    halves, kafka = Counter(), Counter()
-    for r in rows:
-        capture = r["capture"]
-        halves[capture] += r["connections"]
-        kafka[capture] += r["kafka"]
-        if r["summary"] is not None:
-            part = pickle.loads(r["summary"])
-            if part is not None:
-                total[capture].merge(part)
+    halves, kafka, counted = Counter(), Counter(), Counter(packets)
+    warnings = []
+    for capture, blob in rows:
+        part, n, k, read, said = pickle.loads(blob)
+        total[capture].merge(part)
+        halves[capture] += n
+        kafka[capture] += k
+        if read is not None:
+            counted[capture] += read
+        warnings += said
     out = []
     for capture in files:
         s = total[capture]
         exchanges = sum(s.statuses.values())
         title = (
-            f"{capture}: {packets.get(capture, 0)} packets, {halves[capture] // 2} TCP "
+            f"{capture}: {counted.get(capture, 0)} packets, {halves[capture] // 2} TCP "
             f"connections examined, {kafka[capture] // 2} Kafka, {exchanges} exchanges"
         )
         out.append((capture, title, s))
-    return out
+    return out, warnings

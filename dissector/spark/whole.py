@@ -1,17 +1,13 @@
-"""Captures read whole by one task: dissected right there, with no shuffle.
+"""Captures read whole by one task: dissected right there, as `read_pcap` does.
 
-A capture that is not split into byte ranges (smaller than `split_bytes`, or gzip) is read
+A capture that is not split into byte ranges (no larger than `split_bytes`, or gzip) is read
 from start to end by one task, so every connection of it is whole in that task. The task runs
 the core exactly as `read_pcap` does (`source.Dissection`): stream numbers, topic ids, Kafka
 endpoints and `committed_lag` are settled within the file as they are there, and the table's
-rows leave the task as Arrow batches of the table's Spark schema.
-
-A second kind of pass over the same captures (`notes_batches`) gives, per capture, what the
-command line prints besides the table: the `analyze` summary, the counts of its title, and
-the reader's warnings. `whole_tasks` runs either in Spark tasks, a group of captures a task.
+rows leave the task as Arrow batches of the table's Spark schema; with `summaries`, a last row
+holds the capture's summary, its packet count and the reader's warnings.
 """
 
-import pickle
 from contextlib import ExitStack
 
 import pyarrow as pa
@@ -19,19 +15,10 @@ import pyarrow as pa
 from ..capture.ranges import open_input
 from ..options import Options
 from ..source import Dissection
+from .summary import new_summary, summary_row
 from .types import for_spark
 
-# One row per capture of a notes pass.
-NOTES = pa.schema(
-    [
-        ("capture", pa.string()),
-        ("summary", pa.binary()),  # a pickled tables.summary.Summary
-        ("connections", pa.int64()),  # connection halves (accounting rows)
-        ("kafka", pa.int64()),  # of them, Kafka
-        ("packets", pa.int64()),
-        ("warnings", pa.list_(pa.string())),
-    ]
-)
+SUMMARY = "_summary"
 
 
 def _dissection(capture, options, stack):
@@ -41,57 +28,52 @@ def _dissection(capture, options, stack):
     return Dissection(capture, options, progress=False)
 
 
-def table_batches(capture, table, options, schema):
-    """Record batches of `table` of one whole capture, in Spark's `schema` (with `capture`)."""
+def table_batches(capture, table, options, schema, summaries=False):
+    """Record batches of `table` of one whole capture, in Spark's `schema` (with `capture`,
+    and `_summary` last when `summaries`)."""
     from ..tables import arrow_batches
 
+    base = pa.schema([f for f in schema if f.name != SUMMARY])
+    summary = new_summary(options) if summaries else None
     with ExitStack() as stack:
         dissection = _dissection(capture, Options(**options), stack)
+        items = dissection if summary is None else _summarised(dissection, summary)
         if table == "streams":
-            for _ in dissection:
+            for _ in items:
                 pass
             items = dissection.dissector.streams
-        else:
-            items = dissection
         for batch in arrow_batches(items, table):
-            yield for_spark(batch, capture, schema)
+            arrays = for_spark(batch, capture, base).columns
+            if summaries:
+                arrays.append(pa.nulls(batch.num_rows, pa.binary()))
+            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+    if summaries:
+        d = dissection.dissector
+        row = dict.fromkeys(schema.names)
+        row["capture"] = capture
+        row[SUMMARY] = summary_row(summary, d.streams, d.packets, dissection.warnings)
+        yield pa.RecordBatch.from_pylist([row], schema=schema)
 
 
-def notes_batches(capture, options):
-    """The one NOTES row of a whole capture."""
-    from .summary import new_summary
-
-    summary = new_summary(options)
-    with ExitStack() as stack:
-        dissection = _dissection(capture, Options(**options), stack)
-        for exchange in dissection:
-            summary.add(exchange)
-    d = dissection.dissector
-    row = {
-        "capture": [capture],
-        "summary": [pickle.dumps(summary, pickle.HIGHEST_PROTOCOL)],
-        "connections": [len(d.streams)],
-        "kafka": [sum(bool(r["kafka"]) for r in d.streams)],
-        "packets": [d.packets],
-        "warnings": [dissection.warnings],
-    }
-    yield pa.RecordBatch.from_pydict(row, schema=NOTES)
+def _summarised(exchanges, summary):
+    for e in exchanges:
+        summary.add(e)
+        yield e
 
 
-def whole_tasks(groups, table, options, timestamps):
-    """The function of `mapInArrow` over task numbers: task i yields the rows of `table` (or
-    the NOTES rows) of every capture of groups[i]."""
+def whole_tasks(groups, table, options, timestamps, summaries=False):
+    """The function of `mapInArrow` over task numbers: task i yields the rows of `table` of
+    every capture of groups[i]."""
 
     def run(batches):
         from .types import table_schema
 
-        schema = NOTES if table == "notes" else table_schema(table, timestamps)
+        schema = table_schema(table, timestamps)
+        if summaries:
+            schema = schema.append(pa.field(SUMMARY, pa.binary()))
         for batch in batches:
             for i in batch.column(0).to_pylist():
                 for capture in groups[i]:
-                    if table == "notes":
-                        yield from notes_batches(capture, options)
-                    else:
-                        yield from table_batches(capture, table, options, schema)
+                    yield from table_batches(capture, table, options, schema, summaries)
 
     return run

@@ -3,4 +3,4 @@
 cdef class Connection:
     cdef public object _halves, _ignored, client_side, end_frame, end_reason, end_ts
     cdef public object ended_by, endpoints, first_frame, first_ts, how, id, last_frame
-    cdef public object last_ts
+    cdef public object last_ts, syns

@@ -21,6 +21,7 @@ class Connection:
         "ended_by",
         "end_frame",
         "end_ts",
+        "syns",
         "_ignored",
         "_halves",
     )
@@ -40,6 +41,7 @@ class Connection:
         self.ended_by = None
         self.end_frame = None
         self.end_ts = None
+        self.syns = 0  # SYN segments seen: a later one may start a new connection
         self._ignored = False
         self._halves = ()
 

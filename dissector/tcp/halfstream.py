@@ -61,6 +61,25 @@ class HalfStream:
     def seen(self):
         return self.nxt - self.gap + self.dup + self.dropped + self.pbytes
 
+    def state(self):
+        """Where this side stands, in sequence numbers (not stream offsets, which depend on
+        where a run began): next byte, FIN, last ACK sent and the pieces held after a hole.
+        None before its first byte. The SYN's sequence number is apart (`syn_state`): a run
+        that joined mid-stream never saw it, and it matters only to a later SYN."""
+        base = self.base
+        if base is None:
+            return None
+        mask = MASK
+        held = tuple(
+            ((base + s) & mask, e - s, d is None, f)
+            for s, (e, d, f, _) in zip(self.starts, self.items, strict=True)
+        )
+        fin = None if self.fin is None else (base + self.fin) & mask
+        return ((base + self.nxt) & mask, fin, self.ack, held)
+
+    def syn_state(self):
+        return (self.syn, self.isn)
+
     def start(self, seq, syn):
         """Anchor stream offset 0: after the SYN, or at the first data byte seen."""
         self.base = (seq + 1) & MASK if syn else seq

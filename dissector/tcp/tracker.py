@@ -69,13 +69,21 @@ class TcpTracker:
         self._segment(half, seg, out)
         return out
 
-    def finish(self):
-        """End of capture: deliver what is buffered, end every connection still open."""
+    def finish(self, only=None):
+        """End of capture: deliver what is buffered, end every connection still open (or those
+        of them whose ids are in `only`, leaving the others as they are), in id order."""
         out = []
         for conn in list(self._live.values()):
-            self._end(conn, conn.last_frame, conn.last_ts, "eof", out)
-        self._closed.clear()
+            if only is None or conn.id in only:
+                self._end(conn, conn.last_frame, conn.last_ts, "eof", out)
+        if only is None:
+            self._closed.clear()
         return out
+
+    def closed(self):
+        """The 4-tuples of connections that ended by FIN or RST and are remembered, to absorb
+        their last packets: as (endpoint, endpoint), sorted."""
+        return {tuple(sorted(((a, pa), (b, pb)))) for a, pa, b, pb in self._closed}
 
     def expire(self, before_ts):
         """End every connection with no packet since `before_ts` ("idle"). Its 4-tuple is not
@@ -181,6 +189,8 @@ class TcpTracker:
         frame, ts, _, _, _, _, seq, ack, flags, payload, missing, _ = seg
         conn = half.conn
         peer = half.peer
+        if flags & SYN:
+            conn.syns += 1
         fresh_syn = flags & (SYN | ACK) == SYN and not (half.syn and half.isn == seq)
         if fresh_syn and (half.base is not None or peer.base is not None):
             # A new SYN, not a retransmitted one, on a 4-tuple in use: the port was reused.

@@ -1,0 +1,376 @@
+"""One task's byte range of a capture, dissected by the core: the function Spark runs.
+
+A task reads its range's packets after a read-back: the packets of the ranges just before
+it, which the core reads like a capture joined mid-stream, re-finding each connection's frame
+boundaries and the requests in flight. It then reads its own packets and keeps only what they
+complete (exchanges, connection ends). No packet leaves the task.
+
+It runs twice, the same way each time:
+
+- `facts`: what the driver needs to check that the read-back was long enough and to join
+  the ranges (see verify.py): each connection's state where the task's own range starts, as
+  the read-back left it, and where it ends; the connections it opened; the facts other
+  connections learn from (topic names, Kafka endpoints, group protocol types) and look up,
+  with the moment of each (crossing.py); the accounting of connections that cross its ends.
+- `rows`: the table itself, with the settled facts the driver hands it (`Settled`): stream
+  numbers, topic names, the accounting carried in from earlier ranges, and the connections
+  it ends for the capture's end because no later range has a packet of theirs.
+"""
+
+from dataclasses import dataclass, field
+
+from ..capture.ranges import Piece, range_packets
+from ..flow import Dissector, connection_key
+from ..options import Options
+from ..protocol.apikeys import SASL_AUTHENTICATE, SASL_HANDSHAKE
+from ..session import exchange as ex
+from ..session.directory import Directory
+from .crossing import END, Clock, PendingNames, settle_topics
+
+SASL = (SASL_HANDSHAKE, SASL_AUTHENTICATE)
+SYN, SASL_PART, LOST = range(3)  # the parts of a connection's rare state
+# Streams-row columns that add up over ranges; the others describe the connection.
+COUNTERS = (
+    "bytes_seen",
+    "bytes_duplicate",
+    "bytes_dropped",
+    "bytes_missing",
+    "bytes_delivered",
+    "bytes_framed",
+    "bytes_skipped",
+    "bytes_malformed",
+    "bytes_unused",
+    "frames",
+    "malformed_frames",
+    "gaps",
+)
+
+
+def piece_of(chunks):
+    """One Piece reading consecutive chunks (dicts of Piece fields, prefix in hex)."""
+    first, last = chunks[0], chunks[-1]
+    return Piece(first["path"], first["start"], last["stop"], first["frames"], _prefix(first))
+
+
+def _prefix(chunk):
+    prefix = chunk["prefix"]
+    return bytes.fromhex(prefix) if isinstance(prefix, str) else prefix
+
+
+# -- capture-wide facts, with their moments -----------------------------------------------------
+
+
+class Lookups:
+    """A capture-wide fact the core consults, answered from what this task learned or, when the
+    driver knows better (`seeds`), from that; every lookup and learning made in the task's
+    own range is recorded with its moment. `latest`: the newest learning before the moment
+    counts (group types, overwritten); else the first (an endpoint proven Kafka)."""
+
+    def __init__(self, clock, seeds=None, latest=False):
+        self.clock = clock
+        self.seeds = seeds  # key -> [(moment, value)], sorted; None: not seeded
+        self.latest = latest
+        self.mine = {}  # key -> [(moment, value)] learned by this task
+        self.owned = False  # in the task's own range: record
+        self.learned = []  # (key, moment, value)
+        self.asked = []  # (key, moment, answer)
+
+    def learn(self, key, value):
+        moment = self.clock.now()
+        self.mine.setdefault(key, []).append((moment, value))
+        if self.owned:
+            self.learned.append((key, moment, value))
+
+    def answer(self, key):
+        moment = self.clock.now()
+        if self.seeds is not None:
+            known = [v for m, v in self.seeds.get(key, ()) if m < moment]
+        else:
+            known = [v for _, v in self.mine.get(key, ())]
+        value = (known[-1] if self.latest else known[0]) if known else None
+        if self.owned:
+            self.asked.append((key, moment, value))
+        return value
+
+
+class _Endpoints:
+    """Kafka endpoints as the core consults them (a set)."""
+
+    def __init__(self, lookups):
+        self.lookups = lookups
+
+    def add(self, endpoint):
+        if endpoint not in self.lookups.mine:
+            self.lookups.learn(endpoint, True)
+
+    def __contains__(self, endpoint):
+        return bool(self.lookups.answer(endpoint))
+
+
+class _GroupTypes:
+    """Group protocol types as the core consults them (a dict)."""
+
+    def __init__(self, lookups):
+        self.lookups = lookups
+
+    def __setitem__(self, group, kind):
+        self.lookups.learn(group, kind)
+
+    def get(self, group, default=None):
+        found = self.lookups.answer(group)
+        return default if found is None else found
+
+
+class RangeDirectory(Directory):
+    """The Directory of a range: topic names answered with marks settled later (crossing.py),
+    Kafka endpoints and group types answered and recorded (verify.py checks the answers)."""
+
+    def __init__(self, clock, seeds):
+        super().__init__()
+        self.topic_names = PendingNames(clock)
+        self.endpoints = Lookups(clock, seeds.get("endpoints"))
+        self.groups = Lookups(clock, seeds.get("groups"), latest=True)
+        self.kafka_endpoints = _Endpoints(self.endpoints)
+        self.group_types = _GroupTypes(self.groups)
+
+    def own(self):
+        """From now on, the task's own range: record what is learned and looked up."""
+        self.endpoints.owned = self.groups.owned = True
+        self.topic_names.learned = {}
+
+
+# -- one run over a range ---------------------------------------------------------------------
+
+
+@dataclass
+class Settled:
+    """What the driver settled for a task's `rows` run (all keys are connection keys)."""
+
+    offset: int = 0  # connections opened in earlier ranges of the capture
+    streams: dict = field(default_factory=dict)  # key -> stream number, carried in
+    first_frames: dict = field(default_factory=dict)  # key -> the connection's first frame
+    how: dict = field(default_factory=dict)  # key -> how its client side was found
+    carried: dict = field(default_factory=dict)  # key -> streams rows of earlier ranges
+    flush: set = field(default_factory=set)  # keys this task ends for the capture's end
+    topics: dict = field(default_factory=dict)  # topic id -> (moment learned, name)
+
+
+class RangeRun:
+    """The core over one task's read-back and range. Iterate for the exchanges (and, once
+    ended, connection accounting rows) the range's own packets complete; then `facts()`."""
+
+    def __init__(self, spec, options, seeds=None, settled=None):
+        self.spec = spec
+        self.clock = Clock()
+        self.directory = RangeDirectory(self.clock, seeds or {})
+        self.opened = []  # every connection the run opened, read-back included
+        self.numbers = {}  # connection id -> stream number (a `rows` run)
+        self.core = Dissector(Options(**options), self.directory, on_open=self._opened)
+        self.first = spec["first_frame"]  # the first frame of the task's own range
+        self.settled = settled
+        self.view = None  # Dissector.snapshot where the own range starts
+        self.view_closed = set()
+        self.end = None
+        self.exchanges = []  # (connection id, status, api key) of exchanges completed
+        self.ended_rows = {}  # connection id -> streams rows, for those ended in the range
+        self._carried = 0
+        self.warnings = []
+        self.first_of_linktype = {}
+        self.unsupported_before = {}
+        self.last_frame = spec["chunks"][0]["frames"]
+
+    def __iter__(self):
+        chunks, own = self.spec["chunks"], self.spec["own"]
+        core, clock = self.core, self.clock
+        if own:
+            for packet in range_packets(piece_of(chunks[:own])):
+                clock.at(packet.frame)
+                core.feed(packet)  # what the read-back completes was another range's
+        self._own()
+        streams = core.streams
+        for packet in range_packets(piece_of(chunks[own:]), self.warnings, self.first_of_linktype):
+            clock.at(packet.frame)
+            out = core.feed(packet)
+            if out:
+                yield from self._kept(out)
+            if streams:
+                self._ended(streams)
+        self.last_frame = core.packets + chunks[0]["frames"]
+        self.end = core.snapshot()
+        if self.settled is not None and self.settled.flush:
+            yield from self._flush()
+
+    def _opened(self, conn):
+        self.opened.append(conn)
+        if self.view is not None and self.settled is not None:
+            self.numbers[conn.id] = self.settled.offset + len(self.numbers) - self._carried
+
+    def _own(self):
+        self.view = self.core.snapshot()
+        if self.settled is not None:
+            streams = self.settled.streams
+            self.numbers = {s.id: streams[k] for k, s in self.view.items() if k in streams}
+            self._carried = len(self.numbers)
+        self.view_closed = self.core.closed()
+        self.directory.own()
+        self.unsupported_before = {k: v[0] for k, v in self.core.net.unsupported.items()}
+        self.core.streams = []
+
+    def _kept(self, out):
+        """Exchanges of the range's own packets: noted for the facts; in a `rows` run, with
+        their stream numbers and topic names settled and the moment each completed."""
+        for e in out:
+            self.exchanges.append((e.stream, e.status, e.api_key))
+        if self.settled is None:
+            return out
+        now = self.clock.now
+        for e in out:
+            e.stream = self.numbers[e.stream]
+            settle_topics(e, self.settled.topics)
+            e.moment = now()
+        return out
+
+    def _ended(self, streams):
+        for row in streams:
+            self.ended_rows.setdefault(row["stream"], []).append(row)
+        streams.clear()
+
+    def _flush(self):
+        """End, as the capture's end does, the connections no later range has a packet of:
+        one by one in stream order, each at its own moment."""
+        ids = {c.id: connection_key(c) for c in self.core.tcp.live}
+        wanted = {i for i, k in ids.items() if k in self.settled.flush}
+        order = sorted(wanted, key=lambda i: self.settled.first_frames.get(ids[i], 0))
+        for conn_id in order:
+            self.clock.at(END, self.settled.first_frames.get(ids[conn_id], 0))
+            out = self.core.finish({conn_id})
+            yield from self._kept(out)
+            self._ended(self.core.streams)
+
+    # -- what the driver checks and joins -----------------------------------------------------
+
+    def touched(self):
+        """Connections with a packet in the task's own range, ended or not."""
+        return [c for c in self.opened if c.last_frame >= self.first]
+
+    def flagged(self):
+        """Which parts of the rare state (Conversation.state) this range consulted, per
+        connection key: SYN (a SYN came), SASL_PART (a SASL exchange), LOST (a request left
+        unanswered, or the connection's end)."""
+        ids = {c.id: connection_key(c) for c in self.opened}
+        out = {}
+        for i, status, api_key in self.exchanges:
+            if status == ex.UNANSWERED:
+                out.setdefault(ids[i], set()).add(LOST)
+            if api_key in SASL:
+                out.setdefault(ids[i], set()).add(SASL_PART)
+        for i in self.ended_rows:
+            out.setdefault(ids[i], set()).add(LOST)
+        for c in self.touched():
+            key = connection_key(c)
+            before = self.view.get(key)
+            if c.syns != (before.syns if before is not None and before.id == c.id else 0):
+                out.setdefault(key, set()).add(SYN)
+        return out
+
+    def facts(self):
+        """The facts of a `facts` run (see verify.py)."""
+        view, end = self.view, self.end
+        opened, crossing = [], []
+        for c in self.touched():
+            key = connection_key(c)
+            carried = key in view and view[key].id == c.id
+            if not carried:
+                opened.append(c.first_frame)
+            live = key in end and end[key].id == c.id
+            if carried or live:
+                crossing.append(self._crossing(c, key, carried, live))
+        unsupported = {
+            lt: [n - self.unsupported_before.get(lt, 0), frame]
+            for lt, (n, frame) in self.core.net.unsupported.items()
+            if n > self.unsupported_before.get(lt, 0)
+        }
+        d = self.directory
+        return {
+            "index": self.spec["index"],
+            "first_frame": self.first,
+            "capture": self.spec["capture"],
+            "opened": sorted(opened),
+            "crossing": crossing,
+            "checked": [
+                (key, _state(view.get(key)), key in self.view_closed)
+                for key in {connection_key(c) for c in self.touched()}
+            ],
+            "closes": [
+                (connection_key(c), c.end_frame)
+                for c in self.touched()
+                if c.end_reason in ("fin", "rst")
+            ],
+            "flagged": self.flagged(),
+            "topics": [(t, m, n) for t, (m, n) in d.topic_names.learned.items()],
+            "endpoints": (d.endpoints.learned, d.endpoints.asked),
+            "groups": (d.groups.learned, d.groups.asked),
+            "packets": self.last_frame - self.first + 1,
+            "last_frame": self.last_frame,
+            "warnings": self.warnings,
+            "unsupported": {
+                lt: [n, frame, self.first_of_linktype.get(lt, (frame, None))[1]]
+                for lt, (n, frame) in unsupported.items()
+            },
+        }
+
+    def _crossing(self, c, key, carried, live):
+        """A connection that crosses an end of the range: where it stands at each end, and
+        its accounting within the range."""
+        before = self.view[key] if carried else None
+        after = self.end[key] if live else None
+        rows = after.accounting if live else self.ended_rows.get(c.id, [])
+        return {
+            "key": key,
+            "first_frame": c.first_frame,
+            "carried": carried,
+            "live": live,
+            "end": None if live else (c.end_reason, c.end_frame),
+            "after": None if after is None else (after.state, after.rare, after.how, after.kafka),
+            "how": c.how,
+            "rare_before": None if before is None else before.rare,
+            "how_known": before is None or not before.kafka,
+            "delta": delta(rows, before.accounting if before is not None else None),
+        }
+
+
+def _state(snap):
+    return None if snap is None else (snap.state, snap.rare)
+
+
+def delta(rows, before):
+    """The counters of two streams rows less those they had at `before` (None: all)."""
+    out = []
+    for i, row in enumerate(rows):
+        base = before[i] if before else None
+        out.append({k: row[k] - (base[k] if base else 0) for k in COUNTERS})
+    return out
+
+
+def streams_rows(run, settled):
+    """The accounting rows of the connections the range ended (for the capture's end too):
+    a connection carried in adds its earlier ranges' counters, and keeps its first frame and
+    how its client side was found from where it began."""
+    keys = {c.id: connection_key(c) for c in run.opened}
+    out = []
+    for conn_id, rows in run.ended_rows.items():
+        key = keys[conn_id]
+        before = run.view.get(key)
+        carried = before is not None and before.id == conn_id
+        stream = run.numbers[conn_id]
+        for i, row in enumerate(rows):
+            row = dict(row, stream=stream)
+            if carried:
+                base, earlier = before.accounting[i], settled.carried[key][i]
+                for k in COUNTERS:
+                    row[k] += earlier[k] - base[k]
+                row["first_frame"] = settled.first_frames[key]
+                if before.kafka:  # its client side was found before this range
+                    row["client_side_from"] = settled.how[key]
+            out.append(row)
+    return out

@@ -1,0 +1,130 @@
+"""Captures split into byte ranges: planning the tasks, checking their facts until every range
+agrees with the one before it, and the settled tasks that build the tables.
+
+A split capture is cut into chunks of `read_back` bytes (at most `split_bytes`), each found
+and numbered as capture/ranges.py does; a task owns the consecutive chunks that make about
+`split_bytes`, and first reads back over the chunks before them (one at first). Spark or a
+plain loop runs the tasks (`run` below takes a function from a list of task specs to their
+results); nothing here knows which.
+
+    tasks (facts) ──▶ check ──▶ redo those that disagree (longer read-back, or seeds) ──▶ …
+                                   └─ all agree ─▶ tasks (rows), each with its Settled facts
+"""
+
+import pickle
+
+from .ranges import RangeRun, streams_rows
+from .verify import check
+
+DEFAULT_READ_BACK = 16 << 20
+MAX_ROUNDS = 12  # rounds of redone tasks, at most; a read-back doubles each round
+
+
+class SplitCapture:
+    """One capture's chunks and tasks: task i owns chunks [bounds[i], bounds[i + 1])."""
+
+    def __init__(self, capture, chunks, per_task):
+        self.capture = capture
+        self.chunks = chunks  # dicts of Piece fields, prefix in hex, in file order
+        self.bounds = list(range(0, len(chunks), per_task)) + [len(chunks)]
+        self.back = [min(1, b) for b in self.bounds[:-1]]  # read-back chunks per task
+
+    @property
+    def tasks(self):
+        return len(self.bounds) - 1
+
+    def spec(self, i):
+        first, end = self.bounds[i], self.bounds[i + 1]
+        back = self.back[i]
+        return {
+            "capture": self.capture,
+            "index": i,
+            "chunks": self.chunks[first - back : end],
+            "own": back,
+            "first_frame": self.chunks[first]["frames"] + 1,
+        }
+
+    def longer(self, i, why_task=None):
+        """Read back further: twice as far, and at least to where `why_task`'s read-back
+        began (the range whose view of a connection this one did not reach)."""
+        first = self.bounds[i]
+        want = 2 * self.back[i]
+        if why_task is not None and why_task < i:
+            want = max(want, first - self.bounds[why_task] + self.back[why_task])
+        self.back[i] = min(first, max(want, 1))
+
+
+def split_tasks(captures, options, run_facts):
+    """Check the ranges of every split capture; returns, per capture, its Outcome, seeds
+    and facts.
+    run_facts([(spec, seeds)]) -> [facts], in the same order (pickled or not)."""
+    facts = {c.capture: [None] * c.tasks for c in captures}
+    seeds = {c.capture: {} for c in captures}
+    todo = [(c, i) for c in captures for i in range(c.tasks)]
+    outcomes = {}
+    for _round in range(MAX_ROUNDS):
+        results = run_facts([(c.spec(i), seeds[c.capture]) for c, i in todo])
+        for (c, i), f in zip(todo, results, strict=True):
+            facts[c.capture][i] = _loaded(f)
+        todo = []
+        for c in captures:
+            outcome = check(facts[c.capture])
+            outcomes[c.capture] = outcome
+            for i, (why, source) in sorted(outcome.redo.items()):
+                if why.startswith(("endpoint", "group")):
+                    seeds[c.capture] = outcome.seeds
+                else:
+                    c.longer(i, source)
+                todo.append((c, i))
+        if not todo:
+            return outcomes, seeds, facts
+    raise RuntimeError(f"ranges still disagree after {MAX_ROUNDS} rounds: {todo[:3]}")
+
+
+def _loaded(f):
+    return pickle.loads(f) if isinstance(f, bytes) else f
+
+
+def run_facts_task(spec, options, seeds):
+    """A `facts` task (pickled, as it leaves a Spark task)."""
+    run = RangeRun(spec, options, seeds)
+    for _ in run:
+        pass
+    return pickle.dumps(run.facts(), pickle.HIGHEST_PROTOCOL)
+
+
+def run_rows_task(spec, options, seeds, settled, table, summary=None, streams=None):
+    """A `rows` task: the table's record batches of the range's own exchanges (Arrow, the
+    declared schema), or for "partitions" lists of rows and the completion moment of each
+    row's exchange. `summary`: a Summary that sees every exchange; `streams`: a list that
+    gets the accounting rows of the connections the range ends."""
+    from ..tables import ROW_BUILDERS, arrow_batches
+
+    run = RangeRun(spec, options, seeds, settled)
+    exchanges = run if summary is None else _summarised(run, summary)
+    if table == "streams":
+        for _ in exchanges:
+            pass
+    elif table == "partitions":
+        partition_rows = ROW_BUILDERS["partitions"]()
+        rows, order = [], []
+        for e in exchanges:
+            mine = partition_rows(e)
+            rows += mine
+            order += [(*e.moment, k) for k in range(len(mine))]
+        yield rows, order
+    else:
+        for batch in arrow_batches(exchanges, table):
+            yield batch, None
+    ended = streams_rows(run, settled)
+    if streams is not None:
+        streams += ended
+    if table == "streams":
+        for batch in arrow_batches(ended, "streams"):
+            yield batch, None
+
+
+def _summarised(exchanges, summary):
+    for e in exchanges:
+        summary.add(e)
+        yield e

@@ -1,0 +1,193 @@
+"""On the driver: the facts of every range of a capture checked against each other, and the
+ranges joined into one dissection.
+
+Ranges are checked in file order. The first range starts at the capture's start, so what it
+says of the connections at its end is the truth. A later range's view of a connection where
+its own packets start (what its read-back left) must equal that truth, for every connection
+with a packet in its range: then the range's run from there on is the single process's run,
+packet for packet, and what it says at its end is the truth in turn. A connection with no
+packet in a range keeps its state across it. A range whose view differs, or whose answers to
+capture-wide look-ups (a Kafka endpoint, a group's protocol type) differ from what the ranges
+before the moment of asking learned, is redone: with a longer read-back, or with those facts
+(`seeds`). The rare part of a state (a SYN's sequence number, the SASL mechanism, a gap in the
+broker's bytes) is checked only where the range consulted it; elsewhere it is carried over.
+
+Joined from the checked facts: stream numbers (connections in order of their first packet),
+the accounting of connections that cross ranges, topic names learned anywhere, and which range
+ends each connection still open at the capture's end (the last one with a packet of it).
+"""
+
+from dataclasses import dataclass
+
+from .ranges import COUNTERS, LOST, Settled
+
+CLOSING = ("fin", "rst")  # ends after which a 4-tuple's late packets are absorbed
+
+
+@dataclass
+class Truth:
+    """A connection open at a range boundary, as the ranges before it established."""
+
+    state: tuple
+    rare: tuple
+    how: str | None
+    first_frame: int  # the connection's first packet in the capture
+    rows: list  # its streams counters so far, per direction
+    task: int  # the last range with a packet of it
+    stream: int = -1
+
+
+@dataclass
+class Outcome:
+    """What checking a capture's ranges found: `redo` {task index: reason}, and, when empty,
+    the settled facts of every range and the capture's packet count."""
+
+    redo: dict
+    settled: dict
+    seeds: dict
+    packets: int = 0
+
+
+def check(facts):
+    """facts: the `facts` of one capture's ranges, in file order. Returns an Outcome; its
+    `redo` maps a range to (why, the range whose view it failed to reach, or None)."""
+    truth, closed, redo = {}, {}, {}
+    settled = {f["index"]: Settled() for f in facts}
+    count = 0
+    seeds, asked_wrong = _lookups(facts)
+    for f in facts:
+        i = f["index"]
+        flagged = f["flagged"]
+        why = _disagreement(f, truth, closed, flagged)
+        if why is not None:
+            redo[i] = why
+        if i in asked_wrong:
+            redo.setdefault(i, (asked_wrong[i], None))
+        s = settled[i]
+        s.offset = count
+        for key, _view, _closed in f["checked"]:
+            t = truth.get(key)
+            if t is not None:
+                s.streams[key], s.first_frames[key] = t.stream, t.first_frame
+                s.how[key], s.carried[key] = t.how, t.rows
+        opened_numbers = {fr: count + n for n, fr in enumerate(f["opened"])}
+        count += len(f["opened"])
+        for key, frame in f["closes"]:
+            closed[key] = frame
+        for c in f["crossing"]:
+            _carry(c, i, truth, closed, opened_numbers)
+    for key, t in truth.items():  # open at the capture's end: the last range ends it
+        settled[t.task].flush.add(key)
+        settled[t.task].first_frames[key] = t.first_frame
+    for f in facts:
+        wrong = _flush_disagrees(f, settled[f["index"]].flush, truth)
+        if wrong and f["index"] not in redo:
+            redo[f["index"]] = (wrong, None)
+    topics = {}
+    for f in facts:
+        for topic_id, moment, name in f["topics"]:
+            if topic_id not in topics or moment < topics[topic_id][0]:
+                topics[topic_id] = (moment, name)
+    for s in settled.values():
+        s.topics = topics
+    packets = facts[-1]["last_frame"] if facts else 0
+    return Outcome(redo, settled, seeds, packets)
+
+
+def _disagreement(f, truth, closed, flagged):
+    """Why this range's view of its connections differs from the truth, and the range the
+    truth came from; or None."""
+    for key, view, view_closed in f["checked"]:
+        t = truth.get(key)
+        if t is not None:
+            if view is None:
+                return f"{_text(key)}: open, but the read-back saw no packet of it", t.task
+            state, rare = view
+            if state != t.state:
+                return f"{_text(key)}: the read-back left it in another state", t.task
+            if any(rare[part] != t.rare[part] for part in flagged.get(key, ())):
+                return f"{_text(key)}: the read-back missed what its range consults", t.task
+        elif view is not None:
+            return f"{_text(key)}: ended before the range, open in the read-back", None
+        elif key in closed and not view_closed:
+            return f"{_text(key)}: closed before the range, unknown to the read-back", None
+    return None
+
+
+def _carry(c, task, truth, closed, opened_numbers):
+    """The truth after a range, for one connection crossing its ends."""
+    key = c["key"]
+    before = truth.pop(key, None) if c["carried"] else None
+    if before is None:
+        closed.pop(key, None)
+        first, rows, how, rare = c["first_frame"], None, c["how"], None
+        stream = opened_numbers.get(c["first_frame"], -1)
+    else:
+        first, rows, how, rare, stream = (
+            before.first_frame,
+            before.rows,
+            before.how,
+            before.rare,
+            before.stream,
+        )
+    if not c["live"]:
+        reason, frame = c["end"]
+        if reason in CLOSING:
+            closed[key] = frame
+        return
+    rows = _add(rows, c["delta"])
+    if c["how_known"]:
+        how = c["how"]
+    state, end_rare, _how, _kafka = c["after"]
+    if rare is None or c["rare_before"] is None:
+        rare = end_rare
+    else:  # what the range changed is the range's; the rest stays as it was
+        rare = tuple(
+            e if e != b else t for t, b, e in zip(rare, c["rare_before"], end_rare, strict=True)
+        )
+    truth[key] = Truth(state, rare, how, first, rows, task, stream)
+
+
+def _flush_disagrees(f, flush, truth):
+    """A range that ends connections for the capture's end must hold their rare state."""
+    if not flush:
+        return None
+    ends = {c["key"]: c for c in f["crossing"] if c["live"]}
+    for key in flush:
+        c = ends.get(key)
+        if c is not None and c["after"][1][LOST] != truth[key].rare[LOST]:
+            return f"{_text(key)}: ended by the capture's end, its rare state unknown here"
+    return None
+
+
+def _lookups(facts):
+    """Seeds of capture-wide facts (what each range learned, with moments), and the ranges
+    whose answers to look-ups differ from them: {task index: reason}."""
+    seeds = {"endpoints": {}, "groups": {}}
+    for f in facts:
+        for name in ("endpoints", "groups"):
+            for key, moment, value in f[name][0]:
+                seeds[name].setdefault(key, []).append((moment, value))
+    for table in seeds.values():
+        for values in table.values():
+            values.sort()
+    wrong = {}
+    for f in facts:
+        for name, latest in (("endpoints", False), ("groups", True)):
+            for key, moment, answer in f[name][1]:
+                known = [v for m, v in seeds[name].get(key, ()) if m < moment]
+                truth = (known[-1] if latest else known[0]) if known else None
+                if truth != answer:
+                    wrong.setdefault(f["index"], f"{name[:-1]} {key}: answered {answer!r}")
+    return seeds, wrong
+
+
+def _add(rows, delta):
+    if rows is None:
+        return [dict(d) for d in delta]
+    return [{k: r[k] + d[k] for k in COUNTERS} for r, d in zip(rows, delta, strict=True)]
+
+
+def _text(key):
+    (a, pa), (b, pb) = key
+    return f"{a}:{pa} <-> {b}:{pb}"
