@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from ..capture.ranges import Piece, range_packets
 from ..flow import Dissector, connection_key
+from ..net.decode import NetDecoder
 from ..options import Options
 from ..protocol.apikeys import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from ..session import exchange as ex
@@ -180,10 +181,18 @@ class RangeRun:
         self.last_frame = spec["chunks"][0]["frames"]
 
     def __iter__(self):
-        chunks, own = self.spec["chunks"], self.spec["own"]
+        spec = self.spec
+        chunks, own, full = spec["chunks"], spec["own"], spec.get("full", 0)
         core, clock = self.core, self.clock
-        if own:
-            for packet in range_packets(piece_of(chunks[:own])):
+        if full:  # further back, the packets of a few connections only
+            keys, net = spec["extra"], NetDecoder()
+            for packet in range_packets(piece_of(chunks[:full])):
+                seg = net.decode(packet)
+                if seg is not None and _key(seg) in keys:
+                    clock.at(packet.frame)
+                    core.feed(packet)
+        if own > full:
+            for packet in range_packets(piece_of(chunks[full:own])):
                 clock.at(packet.frame)
                 core.feed(packet)  # what the read-back completes was another range's
         self._own()
@@ -195,7 +204,7 @@ class RangeRun:
                 yield from self._kept(out)
             if streams:
                 self._ended(streams)
-        self.last_frame = core.packets + chunks[0]["frames"]
+            self.last_frame = packet.frame
         self.end = core.snapshot()
         if self.settled is not None and self.settled.flush:
             yield from self._flush()
@@ -328,6 +337,7 @@ class RangeRun:
         return {
             "key": key,
             "first_frame": c.first_frame,
+            "last_frame": c.last_frame,
             "carried": carried,
             "live": live,
             "end": None if live else (c.end_reason, c.end_frame),
@@ -337,6 +347,12 @@ class RangeRun:
             "how_known": before is None or not before.kafka,
             "delta": delta(rows, before.accounting if before is not None else None),
         }
+
+
+def _key(seg):
+    """The connection key (flow.connection_key) of a TCP segment."""
+    a, b = (seg.src, seg.sport), (seg.dst, seg.dport)
+    return (a, b) if a <= b else (b, a)
 
 
 def _state(snap):

@@ -12,12 +12,14 @@ results); nothing here knows which.
 """
 
 import pickle
+from bisect import bisect_right
 
 from .ranges import RangeRun, streams_rows
 from .verify import check
 
 DEFAULT_READ_BACK = 16 << 20
 MAX_ROUNDS = 12  # rounds of redone tasks, at most; a read-back doubles each round
+LAST_RESORT = 6  # from this round on, a range that still disagrees reads from the start
 
 
 class SplitCapture:
@@ -28,6 +30,9 @@ class SplitCapture:
         self.chunks = chunks  # dicts of Piece fields, prefix in hex, in file order
         self.bounds = list(range(0, len(chunks), per_task)) + [len(chunks)]
         self.back = [min(1, b) for b in self.bounds[:-1]]  # read-back chunks per task
+        # Per task, connections read back further on their own: key -> first chunk.
+        self.extra = [{} for _ in self.bounds[:-1]]
+        self.frames = [c["frames"] + 1 for c in chunks]  # the first frame of each chunk
 
     @property
     def tasks(self):
@@ -36,18 +41,30 @@ class SplitCapture:
     def spec(self, i):
         first, end = self.bounds[i], self.bounds[i + 1]
         back = self.back[i]
+        extra = self.extra[i]
+        start = min([first - back, *extra.values()])
         return {
             "capture": self.capture,
             "index": i,
-            "chunks": self.chunks[first - back : end],
-            "own": back,
+            "chunks": self.chunks[start:end],
+            "own": first - start,
+            "full": first - back - start,  # before it, only the packets of `extra`
+            "extra": set(extra),
             "first_frame": self.chunks[first]["frames"] + 1,
         }
 
-    def longer(self, i, why_task=None):
-        """Read back further: twice as far, and at least to where `why_task`'s read-back
-        began (the range whose view of a connection this one did not reach)."""
+    def longer(self, i, why_task=None, key=None, last_frame=None):
+        """Read back further. For one connection (`key`) whose packet before the range lies
+        beyond the read-back (`last_frame`): its own packets only, from a chunk before that
+        one (further each time). Else all packets: twice as far, and at least to where
+        `why_task`'s read-back began (the range whose view this one did not reach)."""
         first = self.bounds[i]
+        if key is not None and last_frame is not None:
+            at = bisect_right(self.frames, last_frame) - 1  # the chunk of that packet
+            known = self.extra[i].get(key)
+            reach = first - at + 1 if known is None else 2 * (first - known)
+            self.extra[i][key] = max(0, first - reach)
+            return
         want = 2 * self.back[i]
         if why_task is not None and why_task < i:
             want = max(want, first - self.bounds[why_task] + self.back[why_task])
@@ -70,11 +87,14 @@ def split_tasks(captures, options, run_facts):
         for c in captures:
             outcome = check(facts[c.capture])
             outcomes[c.capture] = outcome
-            for i, (why, source) in sorted(outcome.redo.items()):
-                if why.startswith(("endpoint", "group")):
-                    seeds[c.capture] = outcome.seeds
-                else:
-                    c.longer(i, source)
+            for i, wrong in sorted(outcome.redo.items()):
+                if _round >= LAST_RESORT:  # from the capture's start: exact by construction
+                    c.back[i], c.extra[i] = c.bounds[i], {}
+                for why, source, key, last_frame in wrong:
+                    if why.startswith(("endpoint", "group")):
+                        seeds[c.capture] = outcome.seeds
+                    elif _round < LAST_RESORT:
+                        c.longer(i, source, key, last_frame)
                 todo.append((c, i))
         if not todo:
             return outcomes, seeds, facts

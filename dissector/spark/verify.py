@@ -34,13 +34,15 @@ class Truth:
     first_frame: int  # the connection's first packet in the capture
     rows: list  # its streams counters so far, per direction
     task: int  # the last range with a packet of it
+    last_frame: int  # its last packet so far
     stream: int = -1
 
 
 @dataclass
 class Outcome:
-    """What checking a capture's ranges found: `redo` {task index: reason}, and, when empty,
-    the settled facts of every range and the capture's packet count."""
+    """What checking a capture's ranges found: `redo` {task index: [(why, the range the
+    truth came from, a connection's key, its last packet before the range)]}, and, when
+    empty, the settled facts of every range and the capture's packet count."""
 
     redo: dict
     settled: dict
@@ -49,8 +51,7 @@ class Outcome:
 
 
 def check(facts):
-    """facts: the `facts` of one capture's ranges, in file order. Returns an Outcome; its
-    `redo` maps a range to (why, the range whose view it failed to reach, or None)."""
+    """facts: the `facts` of one capture's ranges, in file order. Returns an Outcome."""
     truth, closed, redo = {}, {}, {}
     settled = {f["index"]: Settled() for f in facts}
     count = 0
@@ -58,11 +59,11 @@ def check(facts):
     for f in facts:
         i = f["index"]
         flagged = f["flagged"]
-        why = _disagreement(f, truth, closed, flagged)
-        if why is not None:
-            redo[i] = why
+        wrong = _disagreement(f, truth, closed, flagged)
         if i in asked_wrong:
-            redo.setdefault(i, (asked_wrong[i], None))
+            wrong.append((asked_wrong[i], None, None, None))
+        if wrong:
+            redo[i] = wrong
         s = settled[i]
         s.offset = count
         for key, _view, _closed in f["checked"]:
@@ -81,8 +82,8 @@ def check(facts):
         settled[t.task].first_frames[key] = t.first_frame
     for f in facts:
         wrong = _flush_disagrees(f, settled[f["index"]].flush, truth)
-        if wrong and f["index"] not in redo:
-            redo[f["index"]] = (wrong, None)
+        if wrong:
+            redo.setdefault(f["index"], []).append((wrong, None, None, None))
     topics = {}
     for f in facts:
         for topic_id, moment, name in f["topics"]:
@@ -95,23 +96,28 @@ def check(facts):
 
 
 def _disagreement(f, truth, closed, flagged):
-    """Why this range's view of its connections differs from the truth, and the range the
-    truth came from; or None."""
+    """How this range's view of its connections differs from the truth: a list of (why, the
+    range the truth came from, the connection's key, its last packet before the range)."""
+    out = []
     for key, view, view_closed in f["checked"]:
         t = truth.get(key)
         if t is not None:
             if view is None:
-                return f"{_text(key)}: open, but the read-back saw no packet of it", t.task
-            state, rare = view
-            if state != t.state:
-                return f"{_text(key)}: the read-back left it in another state", t.task
-            if any(rare[part] != t.rare[part] for part in flagged.get(key, ())):
-                return f"{_text(key)}: the read-back missed what its range consults", t.task
+                why = "open, but the read-back saw no packet of it"
+            elif view[0] != t.state:
+                why = "the read-back left it in another state"
+            elif any(view[1][part] != t.rare[part] for part in flagged.get(key, ())):
+                why = "the read-back missed what its range consults"
+            else:
+                continue
+            out.append((f"{_text(key)}: {why}", t.task, key, t.last_frame))
         elif view is not None:
-            return f"{_text(key)}: ended before the range, open in the read-back", None
+            why = "ended before the range, open in the read-back"
+            out.append((f"{_text(key)}: {why}", None, None, None))
         elif key in closed and not view_closed:
-            return f"{_text(key)}: closed before the range, unknown to the read-back", None
-    return None
+            why = "closed before the range, unknown to the read-back"
+            out.append((f"{_text(key)}: {why}", None, None, None))
+    return out
 
 
 def _carry(c, task, truth, closed, opened_numbers):
@@ -145,7 +151,7 @@ def _carry(c, task, truth, closed, opened_numbers):
         rare = tuple(
             e if e != b else t for t, b, e in zip(rare, c["rare_before"], end_rare, strict=True)
         )
-    truth[key] = Truth(state, rare, how, first, rows, task, stream)
+    truth[key] = Truth(state, rare, how, first, rows, task, c["last_frame"], stream)
 
 
 def _flush_disagrees(f, flush, truth):
