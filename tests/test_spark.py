@@ -47,9 +47,7 @@ def sample_set(spark):
     """Every sample capture as one capture set, cut into 16 KiB ranges."""
     from dissector.spark import Dissected
 
-    dissected = Dissected(spark, str(ROOT / "captures" / "*.pcap"), "16k", records="full")
-    yield dissected
-    dissected.unpersist()
+    return Dissected(spark, str(ROOT / "captures" / "*.pcap"), "16k", records="full")
 
 
 @pytest.mark.parametrize("table", TABLES)
@@ -68,16 +66,13 @@ def test_whole_and_split_captures_in_one_set(spark, capsys):
     from dissector.spark import Dissected
 
     d = Dissected(spark, CAPTURES, "30k", records="full")
-    try:
-        assert d.whole and d.split
-        assert set(d.whole) == {c for c in CAPTURES if os.path.getsize(c) <= 30_000}
-        for table in TABLES:
-            got = d.table(table).toArrow()
-            for path in CAPTURES:
-                assert spark_rows(got, path) == reference(path, table, records="full"), path
-        texts = [summary.text(title) for _c, title, summary in d.summaries()]
-    finally:
-        d.unpersist()
+    assert d.whole and d.split
+    assert set(d.whole) == {c for c in CAPTURES if os.path.getsize(c) <= 30_000}
+    for table in TABLES:
+        got = d.table(table).toArrow()
+        for path in CAPTURES:
+            assert spark_rows(got, path) == reference(path, table, records="full"), path
+    texts = [summary.text(title) for _c, title, summary in d.summaries()]
     analyze(build_parser().parse_args(["analyze", "--records", "full", *CAPTURES]))
     expected = capsys.readouterr().out
     for text in texts:
@@ -161,13 +156,10 @@ def test_nanoseconds_big_endian_pcapng_and_gzip(spark, odd_files):
 
     # local_survey_bytes=0: the byte ranges are surveyed by a Spark job, as for big files
     d = Dissected(spark, odd_files, "3k", local_survey_bytes=0)
-    try:
-        for table in ("pairs", "streams"):
-            got = d.table(table).toArrow()
-            for path in odd_files:
-                assert spark_rows(got, path) == reference(path, table), (path, table)
-    finally:
-        d.unpersist()
+    for table in ("pairs", "streams"):
+        got = d.table(table).toArrow()
+        for path in odd_files:
+            assert spark_rows(got, path) == reference(path, table), (path, table)
     # the nanoseconds survive in the latencies; Spark's timestamps keep microseconds
     pairs = load(spark, odd_files[0], "pairs", split_bytes="3k").toPandas()
     assert pairs["request_start"].dt.microsecond.notna().all()

@@ -12,6 +12,8 @@ rounds of tasks, which a data source's reader cannot do: `register` routes `load
 `kafka_pcap` format, in the sessions it was called for, to the pipeline (`pipeline.load`).
 """
 
+import weakref
+
 FORMAT = "kafka_pcap"
 
 
@@ -23,8 +25,13 @@ def __getattr__(name):  # pyspark is imported only when Spark is used
     raise AttributeError(name)
 
 
+_SESSIONS = weakref.WeakSet()  # the sessions `register` was called for
+
+
 def register(spark):
-    """Make `spark.read.format("kafka_pcap")` read captures in this session."""
+    """Make `spark.read.format("kafka_pcap")` read captures in this session (other sessions
+    of the process load as they did)."""
+    _SESSIONS.add(spark)
     _route_loads(type(spark.read))
 
 
@@ -51,7 +58,8 @@ def _route_loads(reader_class):
 
     def load_(self, path=None, format=None, schema=None, **opts):
         source = format or self.__dict__.get("_kp_format")
-        if source != FORMAT:
+        spark = getattr(self, "_spark", None) or self._client
+        if source != FORMAT or spark not in _SESSIONS:
             return original["load"](self, path, format, schema, **opts)
         given = {**self.__dict__.get("_kp_options", {}), **{k.lower(): v for k, v in opts.items()}}
         paths = given.pop("path", None) if path is None else path
@@ -59,7 +67,6 @@ def _route_loads(reader_class):
             raise ValueError("kafka_pcap: give the capture paths to load()")
         from .pipeline import load
 
-        spark = getattr(self, "_spark", None) or self._client
         return load(spark, paths, **given)
 
     reader_class.format = format

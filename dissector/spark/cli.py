@@ -28,6 +28,11 @@ def add_parser(subparsers):
         "--split-bytes", default="128m", help="byte-range size for large captures (128m)"
     )
     p.add_argument(
+        "--read-back",
+        default="16m",
+        help="bytes a range first reads before its own, to join its connections (16m)",
+    )
+    p.add_argument(
         "--timestamps",
         choices=("us", "ns"),
         default="us",
@@ -345,6 +350,7 @@ def _run(args, spark):
         spark,
         args.captures,
         args.split_bytes,
+        args.read_back,
         ports=args.port,
         **dissection_options(args, args.table),
     )

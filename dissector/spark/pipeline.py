@@ -187,9 +187,6 @@ class Dissected:
                 warnings.warn(message, stacklevel=2)
         return out
 
-    def unpersist(self):
-        """Nothing is kept: kept for callers of earlier versions."""
-
 
 def split_notes(facts):
     """[(capture, notes JSON)] of every range (notes.py), from their facts."""
@@ -295,12 +292,20 @@ def lags(df):
     return df.select(*columns).drop(*ORDER)
 
 
-def load(spark, paths, table="pairs", split_bytes=DEFAULT_SPLIT, timestamps="us", **options):
+def load(
+    spark,
+    paths,
+    table="pairs",
+    split_bytes=DEFAULT_SPLIT,
+    timestamps="us",
+    read_back=DEFAULT_READ_BACK,
+    **options,
+):
     """A DataFrame of one table of a capture set (paths and globs), with a `capture` column;
     timestamps="ns" gives the capture-time columns as int64 nanoseconds."""
     if table == "records":
         options.setdefault("records", "full")
-    return Dissected(spark, paths, split_bytes, **options).table(table, timestamps)
+    return Dissected(spark, paths, split_bytes, read_back, **options).table(table, timestamps)
 
 
 UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}

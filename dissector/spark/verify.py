@@ -59,7 +59,7 @@ def check(facts):
     for f in facts:
         i = f["index"]
         flagged = f["flagged"]
-        wrong = _disagreement(f, truth, closed, flagged)
+        wrong = _disagreement(f, truth, closed, flagged, redo)
         if i in asked_wrong:
             wrong.append((asked_wrong[i], None, None, None))
         if wrong:
@@ -95,14 +95,18 @@ def check(facts):
     return Outcome(redo, settled, seeds, packets)
 
 
-def _disagreement(f, truth, closed, flagged):
+def _disagreement(f, truth, closed, flagged, redone):
     """How this range's view of its connections differs from the truth: a list of (why, the
-    range the truth came from, the connection's key, its last packet before the range)."""
+    range the truth came from, the connection's key, its last packet before the range). A
+    truth that came from a range to be redone is none: a view equal to it likely made the
+    same mistake, and is redone with it (rather than found wrong a round later)."""
     out = []
     for key, view, view_closed in f["checked"]:
         t = truth.get(key)
         if t is not None:
-            if view is None:
+            if t.task in redone:
+                why = "its state came from a range being redone"
+            elif view is None:
                 why = "open, but the read-back saw no packet of it"
             elif view[0] != t.state:
                 why = "the read-back left it in another state"
