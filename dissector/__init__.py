@@ -7,6 +7,7 @@ for exchange in dissector.dissect("traffic.pcap"):
 """
 
 from .errors import CaptureError, DecodeError, DissectorError
+from .events import ConnectionEnded
 from .flow import Dissector
 from .session.exchange import COLUMNS, Exchange
 from .source import dissect, read_pcap
@@ -14,6 +15,7 @@ from .source import dissect, read_pcap
 __all__ = [
     "COLUMNS",
     "CaptureError",
+    "ConnectionEnded",
     "DecodeError",
     "Dissector",
     "DissectorError",

@@ -93,17 +93,17 @@ def analyze(args):
             else:
                 for batch in arrow_batches(exchanges, table):
                     writer.write(batch, capture=path)
-            d = dissection.dissector
             if writer is not None and table == "streams":
-                for batch in arrow_batches(d.streams, "streams"):
+                for batch in arrow_batches(dissection.ended, "streams"):
                     writer.write(batch, capture=path)
+            stats = dissection.stats()
             exchanges_seen = sum(summary.statuses.values())
             title = (
-                f"{path}: {d.packets} packets, {d.connections} TCP connections examined, "
-                f"{d.kafka_connections} Kafka, {exchanges_seen} exchanges"
+                f"{path}: {stats['packets']} packets, {stats['connections']} TCP connections "
+                f"examined, {stats['kafka_connections']} Kafka, {exchanges_seen} exchanges"
             )
             print(summary.text(title))
-            for line in capture_notes(d):
+            for line in capture_notes(stats):
                 print(line)
             print()
     finally:

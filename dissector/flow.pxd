@@ -14,7 +14,9 @@ cdef class Dissector:
     cdef public dict conversations
     cdef public object directory, options, ports
     cdef public long long packets, cut_packets  # counted in C: no Python integer a packet
-    cdef public object records, streams
+    cdef public object records
+    cdef list _ended
+    cdef dict _sums, _not_kafka
 
     @cython.locals(conn=Connection, conv=Conversation)
     cpdef list _events(self, events)

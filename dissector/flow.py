@@ -2,6 +2,7 @@
 
 from typing import NamedTuple
 
+from .events import ConnectionEnded
 from .net.decode import NetDecoder
 from .options import Options
 from .session.conversation import Conversation
@@ -26,35 +27,109 @@ class Snapshot(NamedTuple):
 class Dissector:
     """Feed packets in capture order; collect the exchanges each call returns.
 
+    The contract with drivers: `feed`, `finish` and `expire` return the exchanges they
+    complete; `ended()` the ConnectionEnded events since its last call; `stats()` the
+    counters; `waiting()` the oldest requests in flight; `snapshot()` and `open_connections()`
+    the open connections. Drivers use these, not the sub-objects (`net`, `tcp`, ...).
+
     With broker ports in the options, only connections to them are dissected, and they are
     taken as Kafka without further checks. Without, every TCP connection is examined and kept
     if its first request decodes as Kafka (0.8+) or has the shape of a 0.7 request.
 
     `directory`: the capture-wide facts the sessions learn and consult (a new Directory by
     default). `on_open`: called with each TCP connection as it opens (see TcpTracker).
+    `max_buffer`: bytes of out-of-order data a direction holds before it declares the hole
+    a gap (TcpTracker's default if None).
     """
 
-    def __init__(self, options=None, directory=None, on_open=None, **kw):
+    def __init__(self, options=None, directory=None, on_open=None, max_buffer=None, **kw):
         self.options = options or Options(**kw)
         self.ports = self.options.ports
         self.net = NetDecoder(in_place=True)
-        self.tcp = TcpTracker(broker_ports=self.ports, on_open=on_open)
+        if max_buffer is None:
+            self.tcp = TcpTracker(broker_ports=self.ports, on_open=on_open)
+        else:
+            self.tcp = TcpTracker(broker_ports=self.ports, on_open=on_open, max_buffer=max_buffer)
         self.directory = Directory() if directory is None else directory
         self.records = self.options.record_decoder()
         self.conversations = {}  # connection id -> Conversation
-        self.streams = []  # accounting rows of ended connections, two per connection
         self.packets = 0
         self.cut_packets = 0  # TCP segments whose payload the snap length cut
+        self._ended = []  # ConnectionEnded events not yet taken by ended()
+        self._sums = dict.fromkeys(ENDED_SUMS, 0)  # of the connections ended so far
+        self._not_kafka = {}  # broker port -> ended connections not taken as Kafka
 
     @property
     def connections(self):
         """TCP connections that carried payload, ended or not."""
-        return len(self.streams) // 2 + len(self.conversations)
+        return self._sums["connections"] + len(self.conversations)
 
     @property
     def kafka_connections(self):
-        ended = sum(row["kafka"] for row in self.streams) // 2
-        return ended + sum(c.kafka for c in self.conversations.values())
+        return self._sums["kafka_connections"] + sum(c.kafka for c in self.conversations.values())
+
+    def ended(self):
+        """The ConnectionEnded events since the last call, in the order the connections
+        ended; they are forgotten once returned."""
+        out = self._ended
+        self._ended = []
+        return out
+
+    def stats(self):
+        """The counters of the dissection so far: packets, cut_packets (TCP segments whose
+        payload the snap length cut), connections (that carried payload, ended or open),
+        kafka_connections, open_connections, the ROW_SUMS (bytes_seen, bytes_missing,
+        bytes_skipped, gaps) and midstream (connections whose client side was not found from
+        the SYN) over ended and open connections, not_kafka_ports (broker port -> ended
+        connections not taken as Kafka), unsupported (link type -> [packets, first frame] of
+        those the decoder skipped), requests_waiting (requests awaiting their response)."""
+        sums = self._sums
+        out = {
+            "packets": self.packets,
+            "cut_packets": self.cut_packets,
+            "connections": sums["connections"] + len(self.conversations),
+            "kafka_connections": sums["kafka_connections"],
+            "open_connections": len(self.conversations),
+        }
+        for key in ROW_SUMS:
+            out[key] = sums[key]
+        midstream = sums["midstream"]
+        for conv in list(self.conversations.values()):
+            conn = conv.conn
+            out["kafka_connections"] += conv.kafka
+            out["bytes_seen"] += sum(conn.bytes_seen)
+            out["bytes_missing"] += sum(conn.bytes_gap)
+            out["bytes_skipped"] += sum(f.bytes_skipped for f in conv.framers)
+            out["gaps"] += sum(conv.gaps)
+            midstream += conn.how != "syn"
+        out["midstream"] = midstream
+        out["not_kafka_ports"] = dict(self._not_kafka)
+        out["unsupported"] = {lt: list(v) for lt, v in self.net.unsupported.items()}
+        out["requests_waiting"] = sum(len(q) for _, q in self._pending())
+        return out
+
+    def waiting(self, limit=5):
+        """The oldest requests still waiting for their response: [(request, connection)]."""
+        found = [(queue[0], conn) for conn, queue in self._pending() if queue]
+        found.sort(key=lambda rc: rc[0].frame.first_ts)
+        return found[:limit]
+
+    def _pending(self):
+        """(connection, requests waiting in one of its queues, oldest first)."""
+        out = []
+        for conv in list(self.conversations.values()):
+            session = conv.session
+            if session is None:
+                continue
+            pending = session.pending
+            queues = pending.values() if isinstance(pending, dict) else [pending]
+            for queue in list(queues):
+                out.append((conv.conn, list(queue)))
+        return out
+
+    def open_connections(self):
+        """[(id, key)] of the open connections, in id order (`key` as in snapshot)."""
+        return [(conn.id, connection_key(conn)) for conn in self.tcp.live]
 
     def feed(self, packet):
         self.packets += 1
@@ -122,7 +197,7 @@ class Dissector:
                 if conv is not None:
                     del self.conversations[conn.id]
                     out += conv.end()
-                    self.streams += conv.streams()
+                    self._connection_ended(conv)
                 continue
             if conn.ignored:
                 continue
@@ -134,6 +209,27 @@ class Dissector:
             elif kind is StreamGap:
                 out += conv.gap(ev.side, ev.size, ev.frame, ev.ts, ev.cut)
         return out
+
+    def _connection_ended(self, conv):
+        """Once a connection: its event queued, its figures added to the running sums."""
+        rows = conv.streams()
+        kafka = conv.kafka
+        self._ended.append(ConnectionEnded(conv.conn.id, rows, kafka))
+        sums = self._sums
+        sums["connections"] += 1
+        sums["kafka_connections"] += kafka
+        sums["midstream"] += conv.conn.how != "syn"
+        for row in rows:
+            for key in ROW_SUMS:
+                sums[key] += row[key]
+        if not kafka:
+            port = rows[0]["broker"].rsplit(":", 1)[1]
+            self._not_kafka[port] = self._not_kafka.get(port, 0) + 1
+
+
+# Running sums of Dissector.stats, kept as connections end: accounting-row columns, and more.
+ROW_SUMS = ("bytes_seen", "bytes_missing", "bytes_skipped", "gaps")
+ENDED_SUMS = ("connections", "kafka_connections", "midstream", *ROW_SUMS)
 
 
 def connection_key(conn):

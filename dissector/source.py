@@ -15,8 +15,10 @@ PROGRESS_EVERY = 8192  # packets between progress-bar updates
 class Dissection:
     """An iterable of the exchanges in one capture file, in the order they complete.
 
-    After iteration: `dissector` holds the counters, `warnings` what the reader noticed,
-    `frame` the last frame read and `offset` the byte offset of its record or block.
+    After iteration: `ended` holds the ConnectionEnded events of the core and `streams`
+    their accounting rows (the streams table), `stats()` the core's counters, `warnings` what
+    the reader noticed, `frame` the last frame read and `offset` the byte offset of its
+    record or block.
 
     A capture none of whose packets has a link type the dissector reads is a CaptureError
     naming the first of them; one where only some have such link types, a warning.
@@ -28,7 +30,17 @@ class Dissection:
         self.dissector = Dissector(options)
         self.progress = progress
         self.warnings = []
+        self.ended = []  # ConnectionEnded events, in the order the connections ended
         self._reader = None
+
+    @property
+    def streams(self):
+        """The accounting rows of the ended connections, two per connection."""
+        return [row for event in self.ended for row in event.rows]
+
+    def stats(self):
+        """The core's counters (Dissector.stats)."""
+        return self.dissector.stats()
 
     @property
     def frame(self):
@@ -53,18 +65,22 @@ class Dissection:
                         yield from out
             else:
                 yield from _with_progress(d, reader, bar)
-            yield from d.finish()
+            out = d.finish()
+            self.ended += d.ended()
+            yield from out
             self.warnings = list(reader.warnings)
-        if d.net.unsupported_packets:
-            self._unsupported_linktypes(reader)
+        unsupported = d.stats()["unsupported"]
+        if unsupported:
+            self._unsupported_linktypes(reader, unsupported)
         for message in self.warnings:
             warnings.warn(message, stacklevel=2)
 
-    def _unsupported_linktypes(self, reader):
+    def _unsupported_linktypes(self, reader, unsupported):
         """An error if no packet had a link type the dissector reads, else a warning."""
-        d = self.dissector
         self.warnings.append(
-            linktype_warning(self.path, d.net.unsupported, d.packets, reader.first_of_linktype)
+            linktype_warning(
+                self.path, unsupported, self.dissector.packets, reader.first_of_linktype
+            )
         )
 
 
@@ -147,5 +163,5 @@ def read_pcap(path, ports=(), table="pairs", *, progress=None, **options):
     if table == "streams":
         for _ in dissection:
             pass
-        return build_table((), table, dissection.dissector.streams)
+        return build_table(dissection.ended, table)
     return build_table(dissection, table)

@@ -726,7 +726,7 @@ def run(intact: Intact, case: str, mode: str, workdir) -> Trial:
     dissection = dissector.dissect(path, ports=intact.ports(mode))
     rows = list(dissection)
     pairs = build_table(rows, "pairs")
-    streams = build_table(rows, "streams", dissection.dissector.streams)
+    streams = build_table(dissection.ended, "streams")
     seconds = time.perf_counter() - start
     expected = expectations(intact.exchanges(mode), intact.layout, damaged)
     return Trial(

@@ -30,7 +30,7 @@ def assert_adds_up(streams):
 def test_every_capture_adds_up_and_frames_match_rows(path):
     dissection = dissector.dissect(path)
     exchanges = list(dissection)
-    streams = build_table(exchanges, "streams", dissection.dissector.streams)
+    streams = build_table(dissection.ended, "streams")
     pairs = build_table(exchanges, "pairs")
     assert_adds_up(streams)
     kafka = streams[streams.kafka]
@@ -65,7 +65,7 @@ def test_gaps_garbage_and_truncation_are_accounted(tmp_path):
     path = cap.write_pcap(tmp_path / "acct.pcap")
     dissection = dissector.dissect(path)
     exchanges = list(dissection)
-    streams = build_table(exchanges, "streams", dissection.dissector.streams)
+    streams = build_table(dissection.ended, "streams")
     assert_adds_up(streams)
     request = streams[streams.direction == "request"].iloc[0]
     assert request.bytes_missing == 10 and request.gaps == 1

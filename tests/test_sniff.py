@@ -135,9 +135,10 @@ def test_waiting_requests_expire_at_their_deadline():
     out = []
     for p in packets[: join.response_frame - 1]:
         out += d2.feed(p)
-    waiting = [r for c in d2.conversations.values() for q in c.session.pending.values() for r in q]
-    assert [r.api_name for r in waiting] == ["JoinGroup"]
-    req = waiting[0]
+    assert d2.stats()["requests_waiting"] == 1
+    waiting = d2.waiting()
+    assert [r.api_name for r, _conn in waiting] == ["JoinGroup"]
+    req = waiting[0][0]
     allowance = 10 * 10**9
     due = deadline(req, allowance)
     assert due == req.frame.last_ts + allowance + join.request["RebalanceTimeoutMs"] * 10**6
@@ -162,17 +163,23 @@ def test_idle_connections_end_and_rejoin_mid_stream():
     for p in packets[:half]:
         rows += d.feed(p)
     now = packets[half - 1].ts
-    open_before = len(d.conversations)  # connections that carried payload: they have rows
+    # connections that carried payload: they have rows
+    open_before = d.stats()["open_connections"]
     assert open_before > 0
+    streams = [r for event in d.ended() for r in event.rows]
     rows += d.expire(now + 2, idle_ns=1)
-    assert d.tcp.live == [] and d.conversations == {}
-    ended = [r for r in d.streams if r["end"] == "idle"]
+    assert d.open_connections() == [] and d.stats()["open_connections"] == 0
+    events = d.ended()
+    streams += [r for event in events for r in event.rows]
+    assert len(events) == open_before
+    ended = [r for r in streams if r["end"] == "idle"]
     assert len(ended) == 2 * open_before
     # Traffic that comes later on those connections is taken as new ones joined mid-stream.
     for p in packets[half:]:
         rows += d.feed(p)
     rows += d.finish()
-    assert {r["client_side_from"] for r in d.streams if r["first_frame"] > half} <= {
+    streams += [r for event in d.ended() for r in event.rows]
+    assert {r["client_side_from"] for r in streams if r["first_frame"] > half} <= {
         "port",
         "traffic",
         "syn",

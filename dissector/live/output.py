@@ -63,7 +63,7 @@ class RotatingWriter:
         return bool(self.rotate_bytes or self.rotate_seconds)
 
     def add(self, items):
-        """Exchanges (accounting rows for the `streams` table)."""
+        """Exchanges (ConnectionEnded events for the `streams` table)."""
         self._pending += items
         if len(self._pending) >= self.batch_rows:
             self.flush()

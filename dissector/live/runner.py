@@ -17,7 +17,6 @@ from ..session.timeouts import DEFAULT_ALLOWANCE_NS, EXPIRED
 TICK = 0.25  # seconds between housekeeping rounds (expiry, counters, views)
 MAX_QUEUED = 200_000  # packets waiting for the dissector before the reader pauses
 TAKE = 2048  # packets fed between checks of the clock
-STREAM_SUMS = ("bytes_seen", "bytes_missing", "bytes_skipped", "gaps")
 
 
 class LiveRun:
@@ -26,8 +25,9 @@ class LiveRun:
     capture: a TcpdumpCapture or StreamCapture. duration: seconds, None for no end.
     idle: seconds without a packet after which a connection is ended ("idle").
     unanswered: base seconds a request waits for its response (plus its own timeout).
-    on_streams: called with the accounting rows of each ended connection (else dropped,
-    after their figures are added to the totals). ring: a PcapRing that keeps the raw packets.
+    on_streams: called with the ConnectionEnded events of the connections that ended (each
+    with its accounting rows; else dropped, the core keeps their figures in its counters).
+    ring: a PcapRing that keeps the raw packets.
     """
 
     def __init__(
@@ -42,9 +42,7 @@ class LiveRun:
         ring=None,
     ):
         self.capture = capture
-        self.dissector = Dissector(options)
-        if max_buffer is not None:
-            self.dissector.tcp.max_buffer = max_buffer
+        self.dissector = Dissector(options, max_buffer=max_buffer)
         self.duration = duration
         self.idle_ns = int(idle * 1e9)
         self.allowance_ns = int(unanswered * 1e9)
@@ -53,10 +51,6 @@ class LiveRun:
         self.bytes = 0
         self.expired = 0  # requests reported unanswered by their deadline
         self.exchanges = 0
-        self.ended = dict.fromkeys(STREAM_SUMS, 0)
-        self.ended_midstream = 0
-        self.ended_connections = 0
-        self.ended_kafka = 0
         self.started = None
         self.warnings = []
         self.error = None  # an exception of the reader thread, raised in the caller's
@@ -162,7 +156,7 @@ class LiveRun:
                 if self.error is not None:
                     raise self.error
                 out += d.finish()
-                self._drain_streams()
+                self._drain_ended()
                 self.warnings += self.capture.warnings
                 self.exchanges += len(out)
                 yield out
@@ -187,7 +181,7 @@ class LiveRun:
         if now is not None:
             out = self.dissector.expire(now, self.idle_ns, self.allowance_ns)
             self.expired += sum(1 for e in out if e.reason == EXPIRED)
-        self._drain_streams()
+        self._drain_ended()
         return out
 
     def capture_now(self):
@@ -197,40 +191,21 @@ class LiveRun:
             return None
         return self._last_ts + int((time.monotonic() - self._last_mono) * 1e9)
 
-    def _drain_streams(self):
-        """Accounting rows of ended connections leave the dissector: a long run keeps sums."""
-        rows = self.dissector.streams
-        if not rows:
-            return
-        self.dissector.streams = []
-        for row in rows:
-            for key in STREAM_SUMS:
-                self.ended[key] += row[key]
-            if row["direction"] == "request":
-                self.ended_connections += 1
-                self.ended_kafka += row["kafka"]
-                self.ended_midstream += row["client_side_from"] != "syn"
-        if self.on_streams is not None:
-            self.on_streams(rows)
+    def _drain_ended(self):
+        """Connection-ended events leave the dissector: a long run keeps only its counters."""
+        events = self.dissector.ended()
+        if events and self.on_streams is not None:
+            self.on_streams(events)
 
     # -- figures -----------------------------------------------------------------------------
 
     def stats(self):
         """What the run saw and what it lost, so far."""
-        d = self.dissector
-        sums = dict(self.ended)
-        midstream = self.ended_midstream
-        for conv in list(d.conversations.values()):
-            conn = conv.conn
-            sums["bytes_seen"] += sum(conn.bytes_seen)
-            sums["bytes_missing"] += sum(conn.bytes_gap)
-            sums["bytes_skipped"] += sum(f.bytes_skipped for f in conv.framers)
-            sums["gaps"] += sum(conv.gaps)
-            midstream += conn.how != "syn"
+        core = self.dissector.stats()
         counters = self.capture.counters
         return {
             "seconds": 0.0 if self.started is None else time.monotonic() - self.started,
-            "packets": d.packets,
+            "packets": core["packets"],
             # From the first packet to the newest, in capture time: what rates are taken over.
             "capture_seconds": 0.0
             if self._first_ts is None
@@ -241,29 +216,18 @@ class LiveRun:
             "interface_drops": counters.get("interface_drops"),
             "queued": len(self._queue),
             # As `analyze` counts them: connections that carried payload, ended or not.
-            "connections": self.ended_connections + len(d.conversations),
-            "kafka_connections": self.ended_kafka + sum(c.kafka for c in d.conversations.values()),
-            "open_connections": len(d.conversations),
+            "connections": core["connections"],
+            "kafka_connections": core["kafka_connections"],
+            "open_connections": core["open_connections"],
             "exchanges": self.exchanges,
-            "gaps": sums["gaps"],
-            "bytes_missing": sums["bytes_missing"],
+            "gaps": core["gaps"],
+            "bytes_missing": core["bytes_missing"],
             # Times a direction had to re-find frame boundaries: joined mid-stream, or a gap.
-            "resyncs": 2 * midstream + sums["gaps"],
-            "bytes_skipped": sums["bytes_skipped"],
+            "resyncs": 2 * core["midstream"] + core["gaps"],
+            "bytes_skipped": core["bytes_skipped"],
             "expired_requests": self.expired,
         }
 
     def waiting(self, limit=5):
         """The oldest requests still waiting for their response: (request, connection)."""
-        found = []
-        for conv in list(self.dissector.conversations.values()):
-            session = conv.session
-            if session is None:
-                continue
-            pending = session.pending
-            queues = pending.values() if isinstance(pending, dict) else [pending]
-            for queue in list(queues):
-                for req in list(queue)[:1]:
-                    found.append((req, conv.conn))
-        found.sort(key=lambda rc: rc[0].frame.first_ts)
-        return found[:limit]
+        return self.dissector.waiting(limit)

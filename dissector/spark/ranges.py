@@ -196,14 +196,15 @@ class RangeRun:
                 clock.at(packet.frame)
                 core.feed(packet)  # what the read-back completes was another range's
         self._own()
-        streams = core.streams
+        ended = core.ended
         for packet in range_packets(piece_of(chunks[own:]), self.warnings, self.first_of_linktype):
             clock.at(packet.frame)
             out = core.feed(packet)
             if out:
                 yield from self._kept(out)
-            if streams:
-                self._ended(streams)
+            events = ended()
+            if events:
+                self._ended(events)
             self.last_frame = packet.frame
         self.end = core.snapshot()
         if self.settled is not None and self.settled.flush:
@@ -222,8 +223,8 @@ class RangeRun:
             self._carried = len(self.numbers)
         self.view_closed = self.core.closed()
         self.directory.own()
-        self.unsupported_before = {k: v[0] for k, v in self.core.net.unsupported.items()}
-        self.core.streams = []
+        self.unsupported_before = {k: v[0] for k, v in self.core.stats()["unsupported"].items()}
+        self.core.ended()  # connections the read-back ended were another range's
 
     def _kept(self, out):
         """Exchanges of the range's own packets: noted for the facts; in a `rows` run, with
@@ -239,22 +240,21 @@ class RangeRun:
             e.moment = now()
         return out
 
-    def _ended(self, streams):
-        for row in streams:
-            self.ended_rows.setdefault(row["stream"], []).append(row)
-        streams.clear()
+    def _ended(self, events):
+        for event in events:
+            self.ended_rows.setdefault(event.id, []).extend(event.rows)
 
     def _flush(self):
         """End, as the capture's end does, the connections no later range has a packet of:
         one by one in stream order, each at its own moment."""
-        ids = {c.id: connection_key(c) for c in self.core.tcp.live}
+        ids = dict(self.core.open_connections())
         wanted = {i for i, k in ids.items() if k in self.settled.flush}
         order = sorted(wanted, key=lambda i: self.settled.first_frames.get(ids[i], 0))
         for conn_id in order:
             self.clock.at(END, self.settled.first_frames.get(ids[conn_id], 0))
             out = self.core.finish({conn_id})
             yield from self._kept(out)
-            self._ended(self.core.streams)
+            self._ended(self.core.ended())
 
     # -- what the driver checks and joins -----------------------------------------------------
 
@@ -296,7 +296,7 @@ class RangeRun:
                 crossing.append(self._crossing(c, key, carried, live))
         unsupported = {
             lt: [n - self.unsupported_before.get(lt, 0), frame]
-            for lt, (n, frame) in self.core.net.unsupported.items()
+            for lt, (n, frame) in self.core.stats()["unsupported"].items()
             if n > self.unsupported_before.get(lt, 0)
         }
         d = self.directory

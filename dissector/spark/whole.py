@@ -41,17 +41,17 @@ def table_batches(capture, table, options, schema, summaries=False):
         if table == "streams":
             for _ in items:
                 pass
-            items = dissection.dissector.streams
+            items = dissection.ended  # the core's connection-ended events
         for batch in arrow_batches(items, table):
             arrays = for_spark(batch, capture, base).columns
             if summaries:
                 arrays.append(pa.nulls(batch.num_rows, pa.binary()))
             yield pa.RecordBatch.from_arrays(arrays, schema=schema)
     if summaries:
-        d = dissection.dissector
         row = dict.fromkeys(schema.names)
         row["capture"] = capture
-        row[SUMMARY] = summary_row(summary, d.streams, d.packets, dissection.warnings)
+        packets = dissection.stats()["packets"]
+        row[SUMMARY] = summary_row(summary, dissection.streams, packets, dissection.warnings)
         yield pa.RecordBatch.from_pylist([row], schema=schema)
 
 

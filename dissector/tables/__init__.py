@@ -27,8 +27,9 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-# table -> a new function from one exchange (one accounting row for "streams") to its rows;
-# a function per table built, as some remember what came before (high watermarks)
+# table -> a new function from one exchange (for "streams", one ConnectionEnded event or one
+# accounting row) to its rows; a function per table built, as some remember what came before
+# (high watermarks)
 ROW_BUILDERS = {
     "partitions": PartitionRows,
     "records": lambda: lambda e: list(exchange_records(e)),
@@ -44,15 +45,13 @@ SORT_KEYS = {
 }
 
 
-def build_table(items, table="pairs", streams=None):
-    """A pandas DataFrame of a whole table, in capture order; "streams" is built from the
-    dissector's accounting rows."""
+def build_table(items, table="pairs"):
+    """A pandas DataFrame of a whole table, in capture order, from exchanges (for "streams",
+    the core's ConnectionEnded events or accounting rows)."""
     from .arrow import arrow_batches, to_pandas
 
     if table not in TABLES:
         raise ValueError(f"unknown table {table!r}; choose from {', '.join(TABLES)}")
-    if table == "streams":
-        items = streams or []
     return sort_table(to_pandas(arrow_batches(items, table), table), table)
 
 

@@ -24,7 +24,8 @@ def parse_bodies(pairs):
 
 
 def arrow_batches(items, table="pairs", batch_rows=BATCH_ROWS):
-    """Record batches of `table` from exchanges (or, for "streams", the accounting rows)."""
+    """Record batches of `table` from exchanges (for "streams", ConnectionEnded events of the
+    core, or accounting rows)."""
     schema = SCHEMAS[table]
     if table == "pairs":
         yield from _pairs_batches(items, schema, batch_rows)

@@ -16,7 +16,11 @@ request).
 """
 
 
-def stream_rows(row):
-    """The table row of one accounting row of the core (bytes_decoded derived)."""
-    decoded = row["bytes_framed"] - row["bytes_malformed"] - row["bytes_unused"]
-    return [dict(row, bytes_decoded=decoded)]
+def stream_rows(item):
+    """The table rows of a ConnectionEnded event of the core (its two accounting rows), or
+    of one accounting row (as Spark's range tasks hand them), with bytes_decoded derived."""
+    rows = (item,) if type(item) is dict else item.rows
+    return [
+        dict(row, bytes_decoded=row["bytes_framed"] - row["bytes_malformed"] - row["bytes_unused"])
+        for row in rows
+    ]

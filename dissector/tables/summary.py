@@ -280,28 +280,26 @@ class Summary:
         return "\n".join(lines)
 
 
-def capture_notes(dissector):
+def capture_notes(stats):
     """Lines on what the capture held besides exchanges: connections not taken as Kafka, by
-    port, and what it lost (gaps, packets cut by the snap length, bytes skipped)."""
-    rows = [r for r in dissector.streams if r["direction"] == "request"]
-    other = Counter(r["broker"].rsplit(":", 1)[1] for r in rows if not r["kafka"])
+    port, and what it lost (gaps, packets cut by the snap length, bytes skipped). `stats`:
+    the core's counters (Dissector.stats)."""
+    other = Counter(stats["not_kafka_ports"])
     lines = []
     if other:
         ports = ", ".join(f"{p} x{n}" if n > 1 else p for p, n in other.most_common(8))
         lines.append(f"not Kafka: {sum(other.values())} TCP connections (ports {ports})")
-        if not dissector.kafka_connections:
+        if not stats["kafka_connections"]:
             lines.append(
                 "hint: no connection was taken as Kafka; name the broker ports with --port "
                 "to dissect connections whose traffic does not show it"
             )
-    gaps = sum(r["gaps"] for r in dissector.streams)
-    missing = sum(r["bytes_missing"] for r in dissector.streams)
-    skipped = sum(r["bytes_skipped"] for r in dissector.streams)
+    gaps, cut, skipped = stats["gaps"], stats["cut_packets"], stats["bytes_skipped"]
     lost = []
     if gaps:
-        lost.append(f"{missing} bytes missing in {gaps} gaps")
-    if dissector.cut_packets:
-        lost.append(f"{dissector.cut_packets} packets cut by the snap length")
+        lost.append(f"{stats['bytes_missing']} bytes missing in {gaps} gaps")
+    if cut:
+        lost.append(f"{cut} packets cut by the snap length")
     if skipped:
         lost.append(f"{skipped} bytes skipped re-finding frame boundaries")
     if lost:
