@@ -140,16 +140,43 @@ class Survey:
     headers: list = field(default_factory=list)  # pcapng: (offset, block type, raw bytes)
     cut: str = ""  # "record"/"block"/...: the file ends inside one, at `stop`
     error: tuple | None = None  # (packets before it in the range, offset, reason)
+    # With a chunk size: the first record at or after each multiple of it inside the range,
+    # and the packets of the range before it: [(offset, packets)].
+    marks: list = field(default_factory=list)
 
 
-def survey(path, head, start, end, known_start=None):
-    """Walk the records starting in [start, end); see the module docstring."""
+def _with(found, offsets):
+    found.offsets = offsets
+    return found
+
+
+def survey(path, head, start, end, known_start=None, chunk=0):
+    """Walk the records starting in [start, end); see the module docstring. chunk: also note
+    where the first record at or after every `chunk` bytes from `start` begins (`marks`),
+    so that one walk cuts the range into smaller pieces."""
     with open_input(path) as f:
         # A small range reads little more than itself: enough for the chains after it.
         win = Window(f, head.size, min(WINDOW, end - start + (64 << 10)))
         if head.format == "pcap":
-            return _survey_pcap(win, head, start, end, known_start)
-        return _survey_pcapng(win, head, start, end, known_start)
+            found = _survey_pcap(win, head, start, end, known_start)
+        else:
+            found = _survey_pcapng(win, head, start, end, known_start)
+    if chunk and found.first is not None:
+        found.marks = _marks(found.offsets, start, chunk)
+    found.offsets = None
+    return found
+
+
+def _marks(offsets, start, chunk):
+    """[(offset, packets before)] of the first record at or after each multiple of `chunk`
+    past `start`; `offsets`: each record's offset, in order."""
+    out, mark = [], start + chunk
+    for n, where in enumerate(offsets):
+        at = _offset(where)
+        if at >= mark and n:
+            out.append((where, n))
+            mark = start + ((at - start) // chunk + 1) * chunk
+    return out
 
 
 def _pcap_header_ok(win, head, off, unpack):
@@ -191,20 +218,26 @@ def _survey_pcap(win, head, start, end, known_start):
             return Survey(start, end, None, end)
     first = pos if pos < end else None
     count = 0
+    offsets = []
     while pos < end:
+        offsets.append(pos)
         raw = win.read(pos, pcap.RECORD_HEADER_LEN)
         if len(raw) < pcap.RECORD_HEADER_LEN:
-            return Survey(start, end, first, pos, count, cut="record header" if raw else "")
+            return _with(
+                Survey(start, end, first, pos, count, cut="record header" if raw else ""), offsets
+            )
         incl = unpack(raw)[2]
         nxt = pos + pcap.RECORD_HEADER_LEN + incl
         if nxt > size:
             if incl > pcap.MAX_RECORD:
                 why = f"record claims {incl} captured bytes"
-                return Survey(start, end, first, pos, count, error=(count, pos, why))
-            return Survey(start, end, first, pos, count, cut="record")
+                return _with(
+                    Survey(start, end, first, pos, count, error=(count, pos, why)), offsets
+                )
+            return _with(Survey(start, end, first, pos, count, cut="record"), offsets)
         count += 1
         pos = nxt
-    return Survey(start, end, first, pos, count)
+    return _with(Survey(start, end, first, pos, count), offsets)
 
 
 _BLOCK = {bo: struct.Struct(bo + "II") for bo in "<>"}
@@ -264,26 +297,28 @@ def _survey_pcapng(win, head, start, end, known_start):
     first = (pos, bo) if pos < end else None
     count = 0
     headers = []
+    offsets = []
     while pos < end:
         raw = win.read(pos, 12)
         if len(raw) < 12:
-            return Survey(
-                start, end, first, (pos, bo), count, headers, "block header" if raw else ""
-            )
+            cut = "block header" if raw else ""
+            return _with(Survey(start, end, first, (pos, bo), count, headers, cut), offsets)
         found = _block_ok(win, pos, bo)
         if found is None:
             btype, blen = _BLOCK[bo].unpack_from(raw)
             if pos + blen > size and not blen & 3 and blen <= pcapng.MAX_BLOCK:
-                return Survey(start, end, first, (pos, bo), count, headers, "block")
+                return _with(Survey(start, end, first, (pos, bo), count, headers, "block"), offsets)
             why = f"block of type {btype:#x} is corrupt (length {blen})"
-            return Survey(start, end, first, (pos, bo), count, headers, error=(count, pos, why))
+            failed = Survey(start, end, first, (pos, bo), count, headers, error=(count, pos, why))
+            return _with(failed, offsets)
         btype, blen, bo = found
         if btype in PACKET_BLOCKS:
+            offsets.append((pos, bo))
             count += 1
         elif btype in (pcapng.SHB, pcapng.IDB):
             headers.append((pos, btype, win.read(pos, blen)))
         pos += blen
-    return Survey(start, end, first, (pos, bo), count, headers)
+    return _with(Survey(start, end, first, (pos, bo), count, headers), offsets)
 
 
 # -- stitching the ranges together -----------------------------------------------------------
@@ -301,12 +336,12 @@ class Piece:
     compressed: bool = False
 
 
-def stitch(path, head, surveys):
+def stitch(path, head, surveys, chunk=0):
     """Pieces in file order from the surveys of consecutive ranges, checked against each
     other; a range whose re-found start disagrees with where the previous walk stopped is
-    surveyed again from there. Returns (pieces, warnings). Raises CaptureError for a file
-    whose records or blocks are corrupt, naming the frame and offset as a whole-file read
-    would."""
+    surveyed again from there. With `chunk` (the surveys' own), a range is cut into a piece
+    at each of its marks. Returns (pieces, warnings). Raises CaptureError for a file whose
+    records or blocks are corrupt, naming the frame and offset as a whole-file read would."""
     pieces, warnings = [], []
     frames = 0
     section = b""  # pcapng: the SHB in force and the IDBs after it
@@ -317,17 +352,21 @@ def stitch(path, head, surveys):
             if _offset(expected) >= s.end:
                 continue  # the previous range's last record covers this one: it owns none
             if s.first != expected:
-                s = survey(path, head, s.start, s.end, known_start=expected)
+                s = survey(path, head, s.start, s.end, known_start=expected, chunk=chunk)
         if s.first is None:
             continue
-        prefix = head.header if head.format == "pcap" else section + b"".join(interfaces)
         stop = _offset(s.stop)
-        pieces.append(Piece(path, _offset(s.first), stop, frames, prefix))
-        for _off, btype, raw in s.headers:
-            if btype == pcapng.SHB:
-                section, interfaces = raw, []
-            else:
-                interfaces.append(raw)
+        starts = [(_offset(s.first), 0)] + [(_offset(w), n) for w, n in s.marks]
+        ends = [at for at, _ in starts[1:]] + [stop]
+        headers = list(s.headers)
+        for (at, before), end in zip(starts, ends, strict=True):
+            while headers and headers[0][0] < at:  # the blocks in force where it starts
+                _, btype, raw = headers.pop(0)
+                section, interfaces = _section(section, interfaces, btype, raw)
+            prefix = head.header if head.format == "pcap" else section + b"".join(interfaces)
+            pieces.append(Piece(path, at, end, frames + before, prefix))
+        for _off, btype, raw in headers:
+            section, interfaces = _section(section, interfaces, btype, raw)
         if s.error is not None:
             count, offset, why = s.error
             raise CaptureError(path, why, frame=frames + count + 1, offset=offset)
@@ -344,6 +383,13 @@ def stitch(path, head, surveys):
 
 def _offset(where):
     return where[0] if isinstance(where, tuple) else where
+
+
+def _section(section, interfaces, btype, raw):
+    """The section header and interface blocks in force after one more of them."""
+    if btype == pcapng.SHB:
+        return raw, []
+    return section, [*interfaces, raw]
 
 
 def whole_file(path):

@@ -53,24 +53,25 @@ def _as_dict(capture, piece):
     return [capture, d]
 
 
-def plan_pieces(files, split_bytes, run_surveys):
+def plan_pieces(files, split_bytes, run_surveys, chunk=0):
     """[(capture, piece dict)] for every file; `run_surveys(rows)` surveys the byte ranges of
-    the files that have several (rows of index, path, start, end) and returns their Surveys
-    in order. Returns (pieces, warnings)."""
+    the files that have several (rows of index, path, start, end, chunk) and returns their
+    Surveys in order; with `chunk`, each range is cut into pieces of about that many bytes
+    by the same walk. Returns (pieces, warnings)."""
     heads = {path: read_head(path) for path in files}
     ranges = {path: plan(head.size, split_bytes, head) for path, head in heads.items()}
     split = [(path, a, b) for path in files if len(ranges[path]) > 1 for a, b in ranges[path]]
-    rows = [(i, *r) for i, r in enumerate(split)]
+    rows = [(i, *r, chunk) for i, r in enumerate(split)]
     surveys = run_surveys(rows) if rows else []
     by_file = {}
-    for (_, path, _a, _b), s in zip(rows, surveys, strict=True):
+    for (_, path, *_range), s in zip(rows, surveys, strict=True):
         by_file.setdefault(path, []).append(s)
     pieces, warnings = [], []
     for path in files:
         if path not in by_file:
             pieces.append(_as_dict(path, whole_file(path)))
             continue
-        found, warned = stitch(path, heads[path], by_file[path])
+        found, warned = stitch(path, heads[path], by_file[path], chunk)
         pieces += [_as_dict(path, p) for p in found]
         warnings += warned
     return pieces, warnings
@@ -85,14 +86,27 @@ def plan_split(files, split_bytes, read_back, run_surveys):
     chunk = max(1, min(split_bytes, read_back))
     heads = {path: read_head(path) for path in files}
     large = [p for p in files if heads[p].format != "gzip" and heads[p].size > split_bytes]
-    pieces, warnings = plan_pieces(large, chunk, run_surveys) if large else ([], [])
+    pieces, warnings = ([], [])
+    if large:  # a walk a task's bytes, noting where each chunk's first record starts
+        pieces, warnings = plan_pieces(large, split_bytes, run_surveys, chunk)
     chunks = {}
     for capture, piece in pieces:
         chunks.setdefault(capture, []).append(piece)
-    per_task = max(1, round(split_bytes / chunk))
-    split = [SplitCapture(c, chunks[c], per_task) for c in large if c in chunks]
+    split = [
+        SplitCapture(c, chunks[c], _tasks(chunks[c], split_bytes)) for c in large if c in chunks
+    ]
     whole = [p for p in files if p not in chunks]
     return whole, split, warnings
+
+
+def _tasks(chunks, split_bytes):
+    """Task bounds over a capture's chunks: a task owns the chunks of one planned range of
+    `split_bytes` (those starting in it)."""
+    bounds = [0]
+    for i, c in enumerate(chunks):
+        if i and c["start"] // split_bytes != chunks[i - 1]["start"] // split_bytes:
+            bounds.append(i)
+    return bounds + [len(chunks)]
 
 
 LOCAL_SURVEY_BYTES = 256 << 20  # below this, the driver walks the record headers itself
@@ -101,9 +115,9 @@ LOCAL_SURVEY_BYTES = 256 << 20  # below this, the driver walks the record header
 def survey_here(rows):
     heads = {}
     out = []
-    for _, path, a, b in rows:
+    for _, path, a, b, chunk in rows:
         head = heads.get(path) or heads.setdefault(path, read_head(path))
-        out.append(survey(path, head, a, b))
+        out.append(survey(path, head, a, b, chunk=chunk))
     return out
 
 
@@ -111,14 +125,15 @@ SURVEYED = pa.schema([("index", pa.int64()), ("survey", pa.binary())])
 
 
 def survey_batches(batches):
-    """mapInArrow: (index, path, start, end) rows -> pickled Surveys."""
+    """mapInArrow: (index, path, start, end, chunk) rows -> pickled Surveys."""
     heads = {}
     for batch in batches:
         out = []
         for row in batch.to_pylist():
             path = row["path"]
             head = heads.get(path) or heads.setdefault(path, read_head(path))
-            out.append(pickle.dumps(survey(path, head, row["start"], row["end"])))
+            found = survey(path, head, row["start"], row["end"], chunk=row["chunk"])
+            out.append(pickle.dumps(found))
         yield pa.RecordBatch.from_arrays(
             [batch.column("index"), pa.array(out, pa.binary())], schema=SURVEYED
         )
@@ -130,11 +145,10 @@ def surveys_in_spark(spark, local_bytes=LOCAL_SURVEY_BYTES):
     from .types import spark_schema
 
     def run(rows):
-        if sum(b - a for _, _, a, b in rows) < local_bytes:
+        if sum(b - a for _, _, a, b, _ in rows) < local_bytes:
             return survey_here(rows)
         df = spark.createDataFrame(
-            [(i, path, a, b) for i, path, a, b in rows],
-            "index long, path string, start long, end long",
+            list(rows), "index long, path string, start long, end long, chunk long"
         ).repartition(min(len(rows), 64))
         got = df.mapInArrow(survey_batches, spark_schema(SURVEYED)).collect()
         by_index = {r["index"]: pickle.loads(r["survey"]) for r in got}

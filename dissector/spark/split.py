@@ -25,10 +25,10 @@ LAST_RESORT = 6  # from this round on, a range that still disagrees reads from t
 class SplitCapture:
     """One capture's chunks and tasks: task i owns chunks [bounds[i], bounds[i + 1])."""
 
-    def __init__(self, capture, chunks, per_task):
+    def __init__(self, capture, chunks, bounds):
         self.capture = capture
         self.chunks = chunks  # dicts of Piece fields, prefix in hex, in file order
-        self.bounds = list(range(0, len(chunks), per_task)) + [len(chunks)]
+        self.bounds = bounds  # task i owns chunks [bounds[i], bounds[i + 1])
         self.back = [min(1, b) for b in self.bounds[:-1]]  # read-back chunks per task
         # Per task, connections read back further on their own: key -> first chunk.
         self.extra = [{} for _ in self.bounds[:-1]]
@@ -85,7 +85,9 @@ def split_tasks(captures, options, run_facts):
             facts[c.capture][i] = _loaded(f)
         todo = []
         for c in captures:
-            outcome = check(facts[c.capture])
+            # From the second check on, a range agreeing with one that was wrong is redone
+            # with it: else each round would set right one range more.
+            outcome = check(facts[c.capture], taint=_round > 0)
             outcomes[c.capture] = outcome
             for i, wrong in sorted(outcome.redo.items()):
                 if _round >= LAST_RESORT:  # from the capture's start: exact by construction

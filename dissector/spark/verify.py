@@ -50,8 +50,10 @@ class Outcome:
     packets: int = 0
 
 
-def check(facts):
-    """facts: the `facts` of one capture's ranges, in file order. Returns an Outcome."""
+def check(facts, taint=True):
+    """facts: the `facts` of one capture's ranges, in file order. Returns an Outcome.
+    taint: a range whose view equals a truth that came from a range to be redone is redone
+    too (else it is checked again once that range is, a round later)."""
     truth, closed, redo = {}, {}, {}
     settled = {f["index"]: Settled() for f in facts}
     count = 0
@@ -59,7 +61,7 @@ def check(facts):
     for f in facts:
         i = f["index"]
         flagged = f["flagged"]
-        wrong = _disagreement(f, truth, closed, flagged, redo)
+        wrong = _disagreement(f, truth, closed, flagged, redo if taint else ())
         if i in asked_wrong:
             wrong.append((asked_wrong[i], None, None, None))
         if wrong:
