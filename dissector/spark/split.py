@@ -2,10 +2,10 @@
 agrees with the one before it, and the settled tasks that build the tables.
 
 A split capture is cut into chunks of `read_back` bytes (at most `split_bytes`), each found
-and numbered as capture/ranges.py does; a task owns the consecutive chunks that make about
-`split_bytes`, and first reads back over the chunks before them (one at first). Spark or a
-plain loop runs the tasks (`run` below takes a function from a list of task specs to their
-results); nothing here knows which.
+and numbered as capture/ranges.py does; a task owns the chunks of one range of `split_bytes`,
+and first reads back over the chunk before them, then, where that fell short, further over
+the packets of the connections it missed. Spark or a plain loop runs the tasks
+(`split_tasks` takes a function from task specs to their facts); nothing here knows which.
 
     tasks (facts) ──▶ check ──▶ redo those that disagree (longer read-back, or seeds) ──▶ …
                                    └─ all agree ─▶ tasks (rows), each with its Settled facts
@@ -15,6 +15,7 @@ import pickle
 from bisect import bisect_right
 
 from .ranges import RangeRun, streams_rows
+from .summary import summarised
 from .verify import check
 
 DEFAULT_READ_BACK = 16 << 20
@@ -123,7 +124,7 @@ def run_rows_task(spec, options, seeds, settled, table, summary=None, streams=No
     from ..tables import ROW_BUILDERS, arrow_batches
 
     run = RangeRun(spec, options, seeds, settled)
-    exchanges = run if summary is None else _summarised(run, summary)
+    exchanges = run if summary is None else summarised(run, summary)
     if table == "streams":
         for _ in exchanges:
             pass
@@ -144,9 +145,3 @@ def run_rows_task(spec, options, seeds, settled, table, summary=None, streams=No
     if table == "streams":
         for batch in arrow_batches(ended, "streams"):
             yield batch, None
-
-
-def _summarised(exchanges, summary):
-    for e in exchanges:
-        summary.add(e)
-        yield e

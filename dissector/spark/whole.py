@@ -15,7 +15,7 @@ import pyarrow as pa
 from ..capture.ranges import open_input
 from ..options import Options
 from ..source import Dissection
-from .summary import new_summary, summary_row
+from .summary import new_summary, summarised, summary_row
 from .types import for_spark
 
 SUMMARY = "_summary"
@@ -37,7 +37,7 @@ def table_batches(capture, table, options, schema, summaries=False):
     summary = new_summary(options) if summaries else None
     with ExitStack() as stack:
         dissection = _dissection(capture, Options(**options), stack)
-        items = dissection if summary is None else _summarised(dissection, summary)
+        items = dissection if summary is None else summarised(dissection, summary)
         if table == "streams":
             for _ in items:
                 pass
@@ -53,12 +53,6 @@ def table_batches(capture, table, options, schema, summaries=False):
         packets = dissection.stats()["packets"]
         row[SUMMARY] = summary_row(summary, dissection.streams, packets, dissection.warnings)
         yield pa.RecordBatch.from_pylist([row], schema=schema)
-
-
-def _summarised(exchanges, summary):
-    for e in exchanges:
-        summary.add(e)
-        yield e
 
 
 def whole_tasks(groups, table, options, timestamps, summaries=False):
