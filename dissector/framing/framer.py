@@ -63,13 +63,16 @@ class Framer:
     starts at buf[pos], in a packet captured at ts, is believable; buf holds at least
     min(size, lookahead) bytes from pos, except just before a gap or the end of the stream,
     where it holds what there is. It must not keep a reference to buf. Without it the framer
-    cannot find its way back once lost, and skips everything after.
+    cannot find its way back once lost, and skips everything after. refuses() -> bool, if
+    given, tells that is_frame_start would refuse every candidate for now (a side that cannot
+    hold a frame start yet): a search then skips the calls, with the same outcome.
     synced=False starts in search mode (the capture began mid-stream).
     """
 
     __slots__ = (
         "max_frame",
         "is_frame_start",
+        "refuses",
         "max_search",
         "lookahead",
         "frames",
@@ -103,12 +106,14 @@ class Framer:
         self,
         max_frame=DEFAULT_MAX_FRAME,
         is_frame_start=None,
+        refuses=None,
         synced=True,
         max_search=DEFAULT_MAX_SEARCH,
         lookahead=DEFAULT_LOOKAHEAD,
     ):
         self.max_frame = max(0, min(max_frame, 0x7FFFFFFF))
         self.is_frame_start = is_frame_start
+        self.refuses = refuses
         self.max_search = max_search
         self.lookahead = lookahead
         self.frames = 0
@@ -464,6 +469,7 @@ class Framer:
         mx = self.max_frame
         look = self.lookahead
         check = self.is_frame_start
+        refused = self.refuses is not None and self.refuses()
         search = self._cand.search
         found = False
         while p < end:
@@ -482,7 +488,7 @@ class Framer:
             if q + 4 + min(size, look) > end and not final:
                 p = q
                 break
-            if check(sbuf, q + 4, size, self._ts_at(q)):
+            if not refused and check(sbuf, q + 4, size, self._ts_at(q)):
                 p = q
                 found = True
                 break

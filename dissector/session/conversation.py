@@ -42,6 +42,7 @@ class Conversation:
             Framer(
                 max_frame=options.max_frame,
                 is_frame_start=self._frame_start(side),
+                refuses=self._refuses(side),
                 synced=synced,
                 lookahead=HEADER_LOOKAHEAD,
             )
@@ -128,6 +129,23 @@ class Conversation:
             return False
 
         return check
+
+    def _refuses(self, side):
+        """Whether the check of _frame_start(side) refuses every candidate for now: the side
+        not likely the client's while the client side is unknown, or the broker's while no
+        request waits for a response."""
+
+        def refuses():
+            client = self.conn.client_side
+            if client is None:
+                likely = self._likely_client()
+                return likely is not None and side != likely
+            if side == client:
+                return False
+            session = self.session
+            return not (isinstance(session, ModernSession) and (session.pending or session.silent))
+
+        return refuses
 
     def _broker(self):
         return self.conn.endpoints[1 - self.conn.client_side]
