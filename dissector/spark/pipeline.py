@@ -21,7 +21,7 @@ import pyarrow as pa
 from ..options import Options
 from ..tables.schema import SCHEMAS
 from .notes import piece_warnings
-from .plan import LOCAL_SURVEY_BYTES, expand, pack_whole, plan_split, surveys_in_spark
+from .plan import expand, pack_whole, plan_split, surveys_in_spark
 from .split import DEFAULT_READ_BACK, run_facts_task, run_rows_task, split_tasks
 from .types import for_spark, spark_schema, table_schema
 from .whole import SUMMARY, whole_tasks
@@ -59,8 +59,6 @@ class Dissected:
         self.rounds = 0  # Spark jobs of `facts` tasks: 1, and one a round of redone ranges
         self.files = expand(paths)
         self.options = _options(options)
-        if local_survey_bytes is None:
-            local_survey_bytes = LOCAL_SURVEY_BYTES
         surveys = surveys_in_spark(spark, local_survey_bytes)
         self.whole, self.split, self.warnings = plan_split(
             self.files, parse_size(split_bytes), parse_size(read_back), surveys

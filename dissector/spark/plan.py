@@ -139,10 +139,14 @@ def survey_batches(batches):
         )
 
 
-def surveys_in_spark(spark, local_bytes=LOCAL_SURVEY_BYTES):
+def surveys_in_spark(spark, local_bytes=None):
     """A `run_surveys` that surveys the ranges as one Spark job (up to 64 tasks), or here
-    when they add up to less than `local_bytes`."""
+    when they add up to less than `local_bytes` (default: LOCAL_SURVEY_BYTES, and any size
+    when Spark runs in local mode: the same disk and cores, without a job's start)."""
     from .types import spark_schema
+
+    if local_bytes is None:
+        local_bytes = float("inf") if _local(spark) else LOCAL_SURVEY_BYTES
 
     def run(rows):
         if sum(b - a for _, _, a, b, _ in rows) < local_bytes:
@@ -155,6 +159,14 @@ def surveys_in_spark(spark, local_bytes=LOCAL_SURVEY_BYTES):
         return [by_index[i] for i, *_ in rows]
 
     return run
+
+
+def _local(spark):
+    """Whether a session runs Spark in local mode in this process (not Spark Connect)."""
+    try:
+        return spark.sparkContext.master.startswith("local")
+    except Exception:  # Spark Connect has no SparkContext here
+        return False
 
 
 def pack_whole(captures, budget):
