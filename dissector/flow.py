@@ -9,7 +9,8 @@ from .session.conversation import Conversation
 from .session.directory import Directory
 from .session.timeouts import DEFAULT_ALLOWANCE_NS
 from .tcp import StreamData, StreamEnd, StreamGap
-from .tcp.tracker import TcpTracker
+from .tcp.connection import endpoints_key
+from .tcp.tracker import DEFAULT_MAX_BUFFER, TcpTracker
 
 
 class Snapshot(NamedTuple):
@@ -47,9 +48,8 @@ class Dissector:
         self.ports = self.options.ports
         self.net = NetDecoder(in_place=True)
         if max_buffer is None:
-            self.tcp = TcpTracker(broker_ports=self.ports, on_open=on_open)
-        else:
-            self.tcp = TcpTracker(broker_ports=self.ports, on_open=on_open, max_buffer=max_buffer)
+            max_buffer = DEFAULT_MAX_BUFFER
+        self.tcp = TcpTracker(broker_ports=self.ports, on_open=on_open, max_buffer=max_buffer)
         self.directory = Directory() if directory is None else directory
         self.records = self.options.record_decoder()
         self.conversations = {}  # connection id -> Conversation
@@ -234,5 +234,4 @@ ENDED_SUMS = ("connections", "kafka_connections", "midstream", *ROW_SUMS)
 
 def connection_key(conn):
     """A connection's endpoints in sorted order: the same whichever side spoke first."""
-    a, b = conn.endpoints
-    return (a, b) if a <= b else (b, a)
+    return endpoints_key(*conn.endpoints)

@@ -113,3 +113,27 @@ def _lags(t):
         ok = committed is not None and committed >= 0 and top is not None
         r["committed_lag"] = top - committed if ok else None
     return pa.Table.from_pylist(rows, schema=t.schema)
+
+
+def local_spark(name, memory=None):
+    """A local Spark session on 2 cores for tests (UI off, 4 shuffle partitions, quiet), with
+    the `kafka_pcap` format registered; and whether it is this caller's to stop (else
+    another module's, left running)."""
+    from pyspark.sql import SparkSession
+
+    from dissector.spark import register
+
+    owned = SparkSession.getActiveSession() is None
+    builder = (
+        SparkSession.builder.master("local[2]")
+        .appName(name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+    )
+    if memory:
+        builder = builder.config("spark.driver.memory", memory)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    return session, owned

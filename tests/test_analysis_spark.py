@@ -16,6 +16,8 @@ from pandas.testing import assert_frame_equal
 pytest.importorskip("pyspark")
 pytestmark = pytest.mark.spark
 
+from spark_support import local_spark  # noqa: E402
+
 import dissector  # noqa: E402
 from dissector import analysis as ka  # noqa: E402
 from dissector.analysis.latency import group_columns  # noqa: E402
@@ -45,21 +47,7 @@ PERCENTILES = {  # latency column -> (the values it is a quantile of, q)
 
 @pytest.fixture(scope="module")
 def spark():
-    from pyspark.sql import SparkSession
-
-    from dissector.spark import register
-
-    owned = SparkSession.getActiveSession() is None  # else another module's, left running
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("kafka-dissector-analysis-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
+    session, owned = local_spark("kafka-dissector-analysis-tests")
     yield session
     if owned:
         session.stop()

@@ -11,7 +11,7 @@ import damage
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from spark_support import reference, spark_rows
+from spark_support import local_spark, reference, spark_rows
 
 pytest.importorskip("pyspark")
 pytestmark = pytest.mark.spark
@@ -23,21 +23,7 @@ TABLES = ("pairs", "partitions", "records", "streams")
 
 @pytest.fixture(scope="session")
 def spark():
-    from pyspark.sql import SparkSession
-
-    from dissector.spark import register
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("kafka-dissector-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
+    session, _owned = local_spark("kafka-dissector-tests", memory="1g")
     yield session
     session.stop()
 

@@ -11,7 +11,6 @@ for it. Nothing is cached or shuffled (but the partitions table's committed offs
 is taken over the whole capture in a window).
 """
 
-import json
 import pickle
 import warnings
 from dataclasses import fields
@@ -56,7 +55,6 @@ class Dissected:
         **options,
     ):
         self.spark = spark
-        self.rounds = 0  # Spark jobs of `facts` tasks: 1, and one a round of redone ranges
         self.files = expand(paths)
         self.options = _options(options)
         surveys = surveys_in_spark(spark, local_survey_bytes)
@@ -67,7 +65,8 @@ class Dissected:
             warnings.warn(message, stacklevel=2)
         self.outcomes, self.seeds, facts = split_tasks(self.split, self.options, self._facts)
         self.packets = {c: o.packets for c, o in self.outcomes.items()}
-        for message in piece_warnings(split_notes(facts), self.files):
+        ranges = [f for per_capture in facts.values() for f in per_capture]
+        for message in piece_warnings(ranges, self.files):
             self.warnings.append(message)
             warnings.warn(message, stacklevel=2)
         self._summaries = None
@@ -84,7 +83,6 @@ class Dissected:
 
     def _facts(self, items):
         """The `facts` of tasks [(spec, seeds)], run in Spark, in order."""
-        self.rounds += 1
         options = self.options
         blobs = [pickle.dumps(item, pickle.HIGHEST_PROTOCOL) for item in items]
 
@@ -184,21 +182,6 @@ class Dissected:
                 self.warnings.append(message)
                 warnings.warn(message, stacklevel=2)
         return out
-
-
-def split_notes(facts):
-    """[(capture, notes JSON)] of every range (notes.py), from their facts."""
-    out = []
-    for per_capture in facts.values():
-        for f in per_capture:
-            notes = {
-                "first": f["first_frame"] - 1,
-                "packets": f["packets"],
-                "unsupported": f["unsupported"],
-                "warnings": f["warnings"],
-            }
-            out.append((f["capture"], json.dumps(notes)))
-    return out
 
 
 def _split_schema(table, timestamps, summaries):

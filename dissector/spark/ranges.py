@@ -26,25 +26,15 @@ from ..options import Options
 from ..protocol.apikeys import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from ..session import exchange as ex
 from ..session.directory import Directory
+from ..tables.schema import STREAM_COUNTERS
+from ..tcp.connection import endpoints_key
 from .crossing import END, Clock, PendingNames, settle_topics
 
 SASL = (SASL_HANDSHAKE, SASL_AUTHENTICATE)
 SYN, SASL_PART, LOST = range(3)  # the parts of a connection's rare state
-# Streams-row columns that add up over ranges; the others describe the connection.
-COUNTERS = (
-    "bytes_seen",
-    "bytes_duplicate",
-    "bytes_dropped",
-    "bytes_missing",
-    "bytes_delivered",
-    "bytes_framed",
-    "bytes_skipped",
-    "bytes_malformed",
-    "bytes_unused",
-    "frames",
-    "malformed_frames",
-    "gaps",
-)
+# Streams-row columns that add up over ranges (the core's counters); the others describe the
+# connection.
+COUNTERS = tuple(name for name in STREAM_COUNTERS if name != "bytes_decoded")
 
 
 def piece_of(chunks):
@@ -172,7 +162,7 @@ class RangeRun:
         self.view = None  # Dissector.snapshot where the own range starts
         self.view_closed = set()
         self.end = None
-        self.exchanges = []  # (connection id, status, api key) of exchanges completed
+        self.consulted = {}  # connection id -> parts of its rare state its exchanges used
         self.ended_rows = {}  # connection id -> streams rows, for those ended in the range
         self._carried = 0
         self.warnings = []
@@ -188,7 +178,10 @@ class RangeRun:
             keys, net = spec["extra"], NetDecoder()
             for packet in range_packets(piece_of(chunks[:full])):
                 seg = net.decode(packet)
-                if seg is not None and _key(seg) in keys:
+                if (
+                    seg is not None
+                    and endpoints_key((seg.src, seg.sport), (seg.dst, seg.dport)) in keys
+                ):
                     clock.at(packet.frame)
                     core.feed(packet)
         if own > full:
@@ -229,8 +222,12 @@ class RangeRun:
     def _kept(self, out):
         """Exchanges of the range's own packets: noted for the facts; in a `rows` run, with
         their stream numbers and topic names settled and the moment each completed."""
+        consulted = self.consulted
         for e in out:
-            self.exchanges.append((e.stream, e.status, e.api_key))
+            if e.status == ex.UNANSWERED:
+                consulted.setdefault(e.stream, set()).add(LOST)
+            if e.api_key in SASL:
+                consulted.setdefault(e.stream, set()).add(SASL_PART)
         if self.settled is None:
             return out
         now = self.clock.now
@@ -262,20 +259,17 @@ class RangeRun:
         """Connections with a packet in the task's own range, ended or not."""
         return [c for c in self.opened if c.last_frame >= self.first]
 
-    def flagged(self):
+    def flagged(self, touched):
         """Which parts of the rare state (Conversation.state) this range consulted, per
         connection key: SYN (a SYN came), SASL_PART (a SASL exchange), LOST (a request left
         unanswered, or the connection's end)."""
         ids = {c.id: connection_key(c) for c in self.opened}
         out = {}
-        for i, status, api_key in self.exchanges:
-            if status == ex.UNANSWERED:
-                out.setdefault(ids[i], set()).add(LOST)
-            if api_key in SASL:
-                out.setdefault(ids[i], set()).add(SASL_PART)
+        for i, parts in self.consulted.items():
+            out.setdefault(ids[i], set()).update(parts)
         for i in self.ended_rows:
             out.setdefault(ids[i], set()).add(LOST)
-        for c in self.touched():
+        for c in touched:
             key = connection_key(c)
             before = self.view.get(key)
             if c.syns != (before.syns if before is not None and before.id == c.id else 0):
@@ -285,8 +279,9 @@ class RangeRun:
     def facts(self):
         """The facts of a `facts` run (see verify.py)."""
         view, end = self.view, self.end
+        touched = self.touched()
         opened, crossing = [], []
-        for c in self.touched():
+        for c in touched:
             key = connection_key(c)
             carried = key in view and view[key].id == c.id
             if not carried:
@@ -308,14 +303,12 @@ class RangeRun:
             "crossing": crossing,
             "checked": [
                 (key, _state(view.get(key)), key in self.view_closed)
-                for key in {connection_key(c) for c in self.touched()}
+                for key in {connection_key(c) for c in touched}
             ],
             "closes": [
-                (connection_key(c), c.end_frame)
-                for c in self.touched()
-                if c.end_reason in ("fin", "rst")
+                (connection_key(c), c.end_frame) for c in touched if c.end_reason in ("fin", "rst")
             ],
-            "flagged": self.flagged(),
+            "flagged": self.flagged(touched),
             "topics": [(t, m, n) for t, (m, n) in d.topic_names.learned.items()],
             "endpoints": (d.endpoints.learned, d.endpoints.asked),
             "groups": (d.groups.learned, d.groups.asked),
@@ -347,12 +340,6 @@ class RangeRun:
             "how_known": before is None or not before.kafka,
             "delta": delta(rows, before.accounting if before is not None else None),
         }
-
-
-def _key(seg):
-    """The connection key (flow.connection_key) of a TCP segment."""
-    a, b = (seg.src, seg.sport), (seg.dst, seg.dport)
-    return (a, b) if a <= b else (b, a)
 
 
 def _state(snap):

@@ -112,6 +112,24 @@ RECORDS = _schema(
     ("batch_status", pa.string(), True),
 )
 
+# The streams table's byte and frame counts, per direction (tables/streams.py says how they
+# add up); bytes_decoded is derived from three others, the rest are the core's counters.
+STREAM_COUNTERS = (
+    "bytes_seen",
+    "bytes_duplicate",
+    "bytes_dropped",
+    "bytes_missing",
+    "bytes_delivered",
+    "bytes_framed",
+    "bytes_skipped",
+    "bytes_decoded",
+    "bytes_malformed",
+    "bytes_unused",
+    "frames",
+    "malformed_frames",
+    "gaps",
+)
+
 STREAMS = _schema(
     ("stream", pa.int64(), False),
     ("direction", pa.string(), False),
@@ -126,24 +144,7 @@ STREAMS = _schema(
     ("end_time", TIME, True),
     ("first_frame", pa.int64(), True),
     ("last_frame", pa.int64(), True),
-    *(
-        (name, pa.int64(), False)
-        for name in (
-            "bytes_seen",
-            "bytes_duplicate",
-            "bytes_dropped",
-            "bytes_missing",
-            "bytes_delivered",
-            "bytes_framed",
-            "bytes_skipped",
-            "bytes_decoded",
-            "bytes_malformed",
-            "bytes_unused",
-            "frames",
-            "malformed_frames",
-            "gaps",
-        )
-    ),
+    *((name, pa.int64(), False) for name in STREAM_COUNTERS),
 )
 
 

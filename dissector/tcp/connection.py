@@ -1,6 +1,11 @@
 """One TCP connection as later stages see it."""
 
 
+def endpoints_key(a, b):
+    """Two endpoints in sorted order: a connection's key, whichever side spoke first."""
+    return (a, b) if a <= b else (b, a)
+
+
 class Connection:
     """A TCP connection: identity, direction and byte counters of both sides.
 

@@ -3,7 +3,7 @@
 from dissector.tuples import new as _new  # a NamedTuple from its fields, a C call
 
 from ..net.segment import ACK, FIN, RST, SYN
-from .connection import Connection
+from .connection import Connection, endpoints_key
 from .events import StreamData, StreamEnd
 from .halfstream import MASK, HalfStream
 
@@ -83,7 +83,7 @@ class TcpTracker:
     def closed(self):
         """The 4-tuples of connections that ended by FIN or RST and are remembered, to absorb
         their last packets: as (endpoint, endpoint), sorted."""
-        return {tuple(sorted(((a, pa), (b, pb)))) for a, pa, b, pb in self._closed}
+        return {endpoints_key((a, pa), (b, pb)) for a, pa, b, pb in self._closed}
 
     def expire(self, before_ts):
         """End every connection with no packet since `before_ts` ("idle"). Its 4-tuple is not
