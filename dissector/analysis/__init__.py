@@ -12,9 +12,11 @@ Bodies (`request`, `response`) may be dicts or JSON text.
 
 from . import plots
 from ._frames import body
+from .advertised import advertised
 from .clients import clients
 from .delivery import delivery, delivery_summary
 from .errors import error_counts, errors
+from .findings import diagnose
 from .groups import group_generations, group_timeline, rebalances
 from .lag import lag
 from .latency import components, latency, slowest
@@ -23,12 +25,14 @@ from .transactions import aborted_reads, transactions
 
 __all__ = [
     "aborted_reads",
+    "advertised",
     "body",
     "clients",
     "components",
     "compression",
     "delivery",
     "delivery_summary",
+    "diagnose",
     "error_counts",
     "errors",
     "group_generations",

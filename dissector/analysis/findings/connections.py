@@ -1,0 +1,3 @@
+"""Findings of connections (see __init__.py)."""
+
+CHECKS = ()

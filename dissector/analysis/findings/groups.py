@@ -1,0 +1,3 @@
+"""Findings of groups (see __init__.py)."""
+
+CHECKS = ()

@@ -1,0 +1,3 @@
+"""Findings of transactions (see __init__.py)."""
+
+CHECKS = ()
