@@ -7,10 +7,11 @@ import sys
 import traceback
 import warnings
 
-from . import heap, source
+from . import commands, heap, source
 from .arguments import add_dissection_arguments, dissection_options
 from .errors import DissectorError
 from .live import cli as live_cli
+from .report import cli as report_cli
 from .spark import cli as spark_cli
 from .tables import FORMATS, TABLES
 from .tables.summary import Summary, capture_notes
@@ -39,6 +40,8 @@ def build_parser():
         "--no-progress", dest="progress", action="store_false", help="never show progress"
     )
     analyze.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    commands.add_parsers(sub)
+    report_cli.add_parser(sub)
     live_cli.add_parser(sub)
     spark_cli.add_parser(sub)
     return parser
@@ -132,8 +135,12 @@ def main(argv=None, own_process=False):
             return spark_cli.run(args)
         if args.command == "live":
             return live_cli.run(args)
+        if args.command == "report":
+            return report_cli.run(args)
         if own_process:
             _tune_for_a_whole_capture()
+        if args.command in commands.QUESTIONS:
+            return commands.run(args, checked)
         return analyze(args)
     except DissectorError as e:
         print(f"kafka-dissect: error: {e}", file=sys.stderr)

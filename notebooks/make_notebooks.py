@@ -2,8 +2,12 @@
 """Write the notebooks of this folder from the cells below and run them, so each is
 committed with its outputs (tables and plots show on a Git host).
 
-    python notebooks/make_notebooks.py            # all but 06
+    python notebooks/make_notebooks.py            # all but 06, and both pictures
     python notebooks/make_notebooks.py 03 06      # these only
+    python notebooks/make_notebooks.py report     # the picture of a report (report.png)
+
+Every notebook but 06 takes its capture as a parameter (the cell tagged `parameters`):
+`kafka-dissect report` runs them on any capture.
 
 Each notebook is an investigation: a question, the code that answers it, the answer.
 """
@@ -15,13 +19,17 @@ import nbformat
 from nbclient import NotebookClient
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # this checkout's package, whatever is installed
 SETUP = """\
 %matplotlib inline
+from pathlib import Path
+
 import pandas as pd
 
 import dissector
 from dissector import analysis as ka
 
+SAMPLES = Path(dissector.__file__).resolve().parents[1] / "captures"  # wherever it is run from
 pd.set_option("display.width", 200)
 pd.set_option("display.max_columns", 30)
 pd.set_option("display.max_colwidth", 60)"""
@@ -32,28 +40,29 @@ NOTEBOOKS = {
             "md",
             """# A first look at a capture
 
-*What is in `kafka-python.pcap`, how fast did the broker answer, and did anything fail?*
-Five cells: the summary, latency, errors.""",
+*What is in the capture (`kafka-python.pcap` unless `CAPTURE` names another), how fast did
+the broker answer, and did anything fail?* Five cells: the summary, latency, errors.""",
         ),
         ("code", SETUP),
+        ("parameters", 'CAPTURE = SAMPLES / "kafka-python.pcap"'),
         (
             "code",
             """from dissector.tables.summary import Summary
 
 summary = Summary()
-for exchange in dissector.dissect("../captures/kafka-python.pcap"):
+for exchange in dissector.dissect(CAPTURE):
     summary.add(exchange)
-print(summary.text("kafka-python.pcap"))""",
+print(summary.text(Path(CAPTURE).name))""",
         ),
         (
             "code",
-            """pairs = dissector.read_pcap("../captures/kafka-python.pcap")
+            """pairs = dissector.read_pcap(CAPTURE)
 ka.latency(pairs).sort_values("p95_ms", ascending=False).head(5)""",
         ),
         ("code", "ka.errors(pairs)"),
         ("code", 'ka.plots.latency_over_time(pairs, freq="500ms")'),
         (
-            "md",
+            "answer",
             """**Answer.** 51 exchanges from 5 client ids, all answered. Every API answers in well
 under 2 ms except JoinGroup: Tansu holds the join for 3 s before it answers (the
 rebalance delay). The only error is the `MEMBER_ID_REQUIRED` of the consumer's first
@@ -65,25 +74,27 @@ JoinGroup, which is how a Kafka 2.2+ broker hands out a member id: not a fault."
             "md",
             """# Where does the time go?
 
-*In a consumer group that rebalances five times, which requests are slow, for whom, and is
-the time spent on the network, waiting in the connection's queue, or in the broker?*
+*Which requests are slow, for whom, and is the time spent on the network, waiting in the
+connection's queue, or in the broker?* By default in `group-rebalance.pcap`, a consumer group
+that rebalances five times.
 
 `latency_ms = network_ms + queue_ms + broker_ms`: network is the time to carry the request
 and response bytes, queue the time a request waits behind earlier ones on its connection,
 broker the rest of the broker's time.""",
         ),
         ("code", SETUP),
+        ("parameters", 'CAPTURE = SAMPLES / "group-rebalance.pcap"'),
         (
             "code",
-            """pairs = dissector.read_pcap("../captures/group-rebalance.pcap")
+            """pairs = dissector.read_pcap(CAPTURE)
 ka.latency(pairs, by="api").sort_values("p50_ms", ascending=False)""",
         ),
         ("code", "ka.slowest(pairs, 5)"),
-        ("code", 'ka.latency(pairs[pairs.api_name.eq("Heartbeat")], by="client")'),
+        ("code", 'ka.latency(pairs[pairs.api_name.eq("Heartbeat")], by="client_id")'),
         ("code", 'ka.plots.latency_heatmap(pairs, freq="2s")'),
         ("code", 'ka.plots.latency_over_time(pairs, freq="2s", stat="max_ms")'),
         (
-            "md",
+            "answer",
             """**Answer.** Two APIs are slow, and by design: JoinGroup (about 3,000 ms: Tansu waits
 for the group's members before it answers a join) and Fetch (about 500 ms: a long poll
 that the broker holds for the consumer's `fetch.max.wait.ms` when there is no new data).
@@ -99,15 +110,17 @@ another on their connection, at most 1.5 ms).""",
             "md",
             """# What happened to the consumer group?
 
-*Three kafka-python consumers join `gr-group` one after the other and leave again. How
-many generations were there, who led them, who got which partitions, how long did each
-rebalance stop consumption, and how far behind did the group fall?*""",
+*How many generations did each group go through, who led them, who got which partitions,
+how long did each rebalance stop consumption, and how far behind did the group fall?* By
+default in `group-rebalance.pcap`: three kafka-python consumers join `gr-group` one after
+the other and leave again.""",
         ),
         ("code", SETUP),
+        ("parameters", 'CAPTURE = SAMPLES / "group-rebalance.pcap"'),
         (
             "code",
-            """pairs = dissector.read_pcap("../captures/group-rebalance.pcap")
-parts = dissector.read_pcap("../captures/group-rebalance.pcap", table="partitions")
+            """pairs = dissector.read_pcap(CAPTURE)
+parts = dissector.read_pcap(CAPTURE, table="partitions")
 ka.rebalances(pairs)""",
         ),
         (
@@ -129,7 +142,7 @@ lag[lag.source.eq("commit")].groupby(["topic", "partition"])["lag"].agg(["max", 
         ),
         ("code", "ka.plots.lag_over_time(parts, pairs)"),
         (
-            "md",
+            "answer",
             """**Answer.** Five generations (0 to 4): 1, 2, 3, 2 and 1 members. `gr-member-1` joined
 first and led every generation, assigning with the range assignor: the four partitions of
 `gr-orders` split 4 / 2+2 / 2+1+1 / 2+2 / 4. Each change costs a rebalance of 3 to 7 s (Tansu
@@ -145,16 +158,17 @@ no lag because each fetch returns everything up to the high watermark.""",
             "md",
             """# Did the transactions do what they should, and how long did records take?
 
-*A transactional producer commits, aborts, and commits again; then a `read_committed` and a
-`read_uncommitted` consumer read the topic. Which transactions committed, where are their
-markers, did the `read_committed` consumer see aborted records, and how long did each
-record take from Produce to Fetch?*""",
+*Which transactions committed, where are their markers, did a `read_committed` consumer see
+aborted records, and how long did each record take from Produce to Fetch?* By default in
+`transactions.pcap`: a transactional producer commits, aborts, and commits again; then a
+`read_committed` and a `read_uncommitted` consumer read the topic.""",
         ),
         ("code", SETUP),
+        ("parameters", 'CAPTURE = SAMPLES / "transactions.pcap"'),
         (
             "code",
-            """pairs = dissector.read_pcap("../captures/transactions.pcap", records="full")
-records = dissector.read_pcap("../captures/transactions.pcap", table="records")
+            """pairs = dissector.read_pcap(CAPTURE, records="full")
+records = dissector.read_pcap(CAPTURE, table="records")
 ka.transactions(pairs)""",
         ),
         ("code", "ka.aborted_reads(pairs)"),
@@ -167,11 +181,11 @@ matched[["topic", "partition", "offset", "key", "consumer", "delay_ms"]]""",
         ("code", "ka.plots.delivery_delays(matched)"),
         (
             "code",
-            """parts = dissector.read_pcap("../captures/transactions.pcap", table="partitions")
+            """parts = dissector.read_pcap(CAPTURE, table="partitions")
 ka.throughput(parts, freq="10s", by="partition")""",
         ),
         (
-            "md",
+            "answer",
             """**Answer.** Three transactions of `tx-producer` (producer id 1, epoch 0): commit,
 abort, commit, each ended by its EndTxn and followed in both partitions by a COMMIT or ABORT
 control batch at the next offset. The `read_committed` consumer was nevertheless sent the
@@ -191,16 +205,30 @@ not the broker's.""",
             """# What went wrong, across several captures?
 
 *Every error at every level (top-level, topic, partition, resource, member) and every
-exchange that never completed (unanswered, orphan response, malformed) in the recorded
-client captures, with where and why.*""",
+exchange that never completed (unanswered, orphan response, malformed), with where and why:
+by default in five of the recorded client captures.*""",
         ),
         ("code", SETUP),
         (
-            "code",
+            "parameters",
             """names = ["kafka-python", "confluent-kafka", "aiokafka", "kcat", "group-rebalance"]
-read = {n: dissector.read_pcap(f"../captures/{n}.pcap") for n in names}
+CAPTURES = [SAMPLES / f"{n}.pcap" for n in names]""",
+        ),
+        (
+            "code",
+            """read = {Path(c).stem: dissector.read_pcap(c) for c in CAPTURES}
 found = pd.concat([ka.errors(pairs).assign(capture=n) for n, pairs in read.items()])
 found.groupby(["capture", "api_name", "level", "error_name"], dropna=False).size()""",
+        ),
+        (
+            "code",
+            """# The findings: what went wrong without always an error code, with the frames.
+diagnosed = [
+    ka.diagnose(pairs, streams=dissector.read_pcap(c, table="streams")).assign(capture=n)
+    for c, (n, pairs) in zip(CAPTURES, read.items())
+]
+findings = pd.concat(diagnosed, ignore_index=True)
+findings[["capture", "severity", "kind", "client_id", "frames", "detail"]]""",
         ),
         (
             "code",
@@ -214,10 +242,11 @@ found[found.level.eq("partition")][columns]""",
         ),
         (
             "code",
-            'ka.plots.error_timeline(dissector.read_pcap("../captures/group-rebalance.pcap"))',
+            """busiest = found.capture.mode().iat[0] if len(found) else next(iter(read))
+ka.plots.error_timeline(read[busiest])""",
         ),
         (
-            "md",
+            "answer",
             """**Answer.** Three kinds of trouble. (1) Tansu's departures from Kafka: it closes the
 connection on kcat's Produce v1 (`unanswered`, connection ended) and sends ListOffsets v0
 to kcat and OffsetFetch v3 to aiokafka responses shorter than their schemas (`malformed`,
@@ -225,7 +254,10 @@ with the byte offset where they run out). (2) A real partition-level error: afte
 `cf-events` is deleted, confluent-kafka's consumer fetches its three partitions by topic id
 and gets `UNKNOWN_TOPIC_OR_PARTITION` for each (the id stays unresolved: no Metadata named
 it). (3) Protocol chatter that is not a fault: `MEMBER_ID_REQUIRED` on each first
-JoinGroup and `REBALANCE_IN_PROGRESS` on the heartbeats of members when another joins.""",
+JoinGroup and `REBALANCE_IN_PROGRESS` on the heartbeats of members when another joins.
+The findings name what has no error code: kcat cannot parse Tansu's ApiVersions v3 answer
+and reconnects (`client_rejected_response`, with the FIN frames), and Tansu answers Produce
+requests sent with acks=0, which the clients never asked for (`unexpected_response`).""",
         ),
     ],
     "06-spark-at-scale": [
@@ -319,20 +351,36 @@ of the recording, and the OFFSET_OUT_OF_RANGE that the 0.7 capture was built to 
 }
 
 
+def cell(kind, src):
+    """A notebook cell: "md", "code", "parameters" (the code cell a report replaces values
+    of, papermill-style) or "answer" (the conclusion about the sample capture, left out of a
+    report on another one)."""
+    if kind in ("md", "answer"):
+        c = nbformat.v4.new_markdown_cell(src)
+    else:
+        c = nbformat.v4.new_code_cell(src)
+    if kind in ("parameters", "answer"):
+        c.metadata["tags"] = [kind]
+    return c
+
+
 def build(name, cells):
+    from dissector.report.build import kernel_env
+
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {
         "name": "python3",
         "display_name": "Python 3",
         "language": "python",
     }
-    nb.cells = [
-        nbformat.v4.new_markdown_cell(src) if kind == "md" else nbformat.v4.new_code_cell(src)
-        for kind, src in cells
-    ]
+    nb.cells = [cell(kind, src) for kind, src in cells]
     NotebookClient(
-        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}
-    ).execute()
+        nb,
+        timeout=300,
+        kernel_name="python3",
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],
+        resources={"metadata": {"path": str(HERE)}},
+    ).execute(env=kernel_env())  # the kernel imports this checkout's package too
     path = HERE / f"{name}.ipynb"
     nbformat.write(nb, path)
     return path
@@ -349,6 +397,25 @@ def write_image():
     return path
 
 
+def write_report_image():
+    """The README's picture of a report: the top of `kafka-dissect report` on
+    transactions.pcap, findings first, in headless Chromium."""
+    import tempfile
+
+    from dissector.report.build import write_report
+    from dissector.report.screenshot import chromium, screenshot
+
+    if chromium() is None:
+        print("no chromium: report.png left as it is", file=sys.stderr)
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        page = Path(tmp) / "report.html"
+        failed = write_report(HERE.parent / "captures" / "transactions.pcap", page)
+        if failed:
+            raise SystemExit("\n".join(failed))
+        return screenshot(page, HERE / "report.png", width=1100, height=1500)
+
+
 def main(argv):
     wanted = argv or [n for n in NOTEBOOKS if not n.startswith("06")]
     for name, cells in NOTEBOOKS.items():
@@ -356,6 +423,8 @@ def main(argv):
             print(build(name, cells))
     if any("03-consumer-group-rebalances".startswith(w) for w in wanted):
         print(write_image())
+    if not argv or "report" in argv:  # the report runs 01 to 05 as committed
+        print(write_report_image())
 
 
 if __name__ == "__main__":

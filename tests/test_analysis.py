@@ -117,6 +117,39 @@ def test_lag_from_commits_and_fetches():
         assert sorted(theirs.dropna()) == sorted(ours.dropna())
 
 
+@pytest.mark.parametrize("name", ["group-rebalance", "kafka-python"])
+def test_commit_lag_is_the_partitions_tables_row_for_row(name):
+    parts, pairs = table(name, "partitions"), table(name)
+    known = manifest(name)
+    group = (known.get("group") or known["consumer_group"])["group_id"]
+    commits = ka.lag(parts, pairs).query("source == 'commit'").reset_index(drop=True)
+    theirs = parts[parts["api_name"].eq("OffsetCommit") & parts["committed_offset"].notna()]
+    theirs = theirs.sort_values("response_end", kind="stable").reset_index(drop=True)
+    columns = ["client_id", "topic", "partition"]
+    pd.testing.assert_frame_equal(commits[columns], theirs[columns], check_dtype=False)
+    assert list(commits["offset"]) == list(theirs["committed_offset"])
+    assert list(commits["lag"]) == list(theirs["committed_lag"])
+    assert commits["lag"].notna().all() and commits["lag"].min() >= 0
+    # the newest high watermark a Fetch response gave before the commit completed
+    fetched = parts[parts["api_name"].eq("Fetch") & parts["high_watermark"].ge(0)]
+    newest = pd.merge_asof(
+        theirs[["response_end", "topic", "partition"]],
+        fetched[["response_end", "topic", "partition", "high_watermark"]].sort_values(
+            "response_end"
+        ),
+        on="response_end",
+        by=["topic", "partition"],
+    )
+    assert list(commits["high_watermark"]) == list(newest["high_watermark"])
+    # every commit names its group in the request; the commits' requests say which
+    assert set(commits["group_id"]) == {group}
+    requested = {
+        body["GroupId"]
+        for body in pairs.loc[pairs["api_name"].eq("OffsetCommit"), "request"].map(ka.body)
+    }
+    assert requested == {group}
+
+
 # --------------------------------------------------------------------------- transactions
 
 
@@ -230,7 +263,7 @@ def test_latency_counts_every_answered_request(name):
 
 def test_latency_groupings_and_windows():
     pairs = table("group-rebalance")
-    by_client = ka.latency(pairs, by="client")
+    by_client = ka.latency(pairs, by="client_id")
     members = manifest("group-rebalance")["client_ids"]
     assert set(by_client["client_id"]) == set(members)
     windows = ka.latency(pairs, by=["api", "topic"], freq="5s")
@@ -368,6 +401,99 @@ def test_compression_ratio_per_codec():
     assert (produce["ratio"] > 2).all()
 
 
+def _one_mixed_record_set(pairs):
+    """The compression capture's pairs with the record sets of its four Fetch responses (one
+    codec each) moved into the first one's partition: what a consumer of a topic written with
+    several codecs receives. Returns the new table and the record set."""
+    fetches = pairs.index[pairs["api_name"].eq("Fetch")]
+    bodies = {i: ka.body(pairs.at[i, "response"]) for i in fetches}
+    carrying = []
+    for i, response in bodies.items():
+        for topic in response.get("Responses") or ():
+            for part in topic["Partitions"]:
+                if (part.get("Records") or {}).get("batches"):
+                    carrying.append((i, part))
+    assert len(carrying) == 4
+    batches = [b for _, part in carrying for b in part["Records"]["batches"]]
+    merged = {**carrying[0][1]["Records"], "batches": batches}
+    merged["size"] = sum(part["Records"]["size"] for _, part in carrying)
+    carrying[0][1]["Records"] = merged
+    first = carrying[0][0]
+    mixed = pairs.copy()
+    mixed.loc[first, "response"] = json.dumps(bodies[first])
+    return mixed.drop(index=[i for i, _ in carrying[1:]]), merged
+
+
+def test_compression_splits_a_record_set_of_several_codecs():
+    from dissector.tables.partitions import record_summary
+
+    for options in ({}, {"records": "full"}):
+        pairs = dissector.read_pcap(CAPTURES / "compression.pcap", **options)
+        parts = dissector.read_pcap(CAPTURES / "compression.pcap", table="partitions", **options)
+        mixed, records = _one_mixed_record_set(pairs)
+        # from the pairs table, batch by batch: each codec's row as when they came apart
+        alone = ka.compression(pairs)
+        pd.testing.assert_frame_equal(ka.compression(mixed), alone)
+        fetched = alone[alone["api_name"] == "Fetch"].set_index("compression")
+        assert sorted(fetched.index) == ["gzip", "lz4", "snappy", "zstd"]
+        assert (fetched["records"] == 5).all() and (fetched["batches"] == 1).all()
+        # and the same as the partitions table's rows of one codec each
+        pd.testing.assert_frame_equal(ka.compression(parts), alone)
+        # the partitions table has one row for the mixed set: counted whole, not 4 rows of 1
+        summary = record_summary(records)
+        assert summary["compression"] == "gzip,lz4,snappy,zstd"
+        rows = parts.index[parts["api_name"].eq("Fetch") & parts["bytes"].fillna(0).gt(0)]
+        one = parts.drop(index=rows[1:])
+        for column in ("batches", "records", "bytes", "uncompressed_bytes", "compression"):
+            one.at[rows[0], column] = summary[column]
+        got = ka.compression(one)
+        got = got[got["api_name"] == "Fetch"].set_index("compression")
+        assert list(got.index) == ["mixed"]
+        assert got.loc["mixed", "batches"] == 4 and got.loc["mixed", "records"] == 20
+        assert got.loc["mixed", "bytes"] == fetched["bytes"].sum() == 965
+        assert got.loc["mixed", "measured_bytes"] == (965 if options else 0)
+
+
+def test_compression_totals_only_what_was_measured():
+    # one capture decompressed and the same three times not: a capture set of both kinds
+    full = table("compression", "partitions")
+    bare = dissector.read_pcap(CAPTURES / "compression.pcap", table="partitions")
+    both = pd.concat(
+        [full.assign(capture="full"), *(bare.assign(capture=f"bare-{i}") for i in range(3))],
+        ignore_index=True,
+    )
+    got = ka.compression(both).set_index(["api_name", "compression"])
+    alone = ka.compression(full).set_index(["api_name", "compression"])
+    assert len(got) == 8
+    assert (got["batches"] == 4 * alone["batches"]).all()
+    assert (got["bytes"] == 4 * alone["bytes"]).all()
+    assert (got["measured_batches"] == alone["batches"]).all()
+    assert (got["measured_bytes"] == alone["bytes"]).all()
+    assert (got["uncompressed_bytes"] == alone["uncompressed_bytes"]).all()
+    assert (got["uncompressed_bytes"] > got["measured_bytes"]).all()
+    assert (got["ratio"] == alone["ratio"]).all() and (got["ratio"] > 2).all()
+    # nothing decompressed: nothing measured, no uncompressed size and no ratio
+    for unmeasured in (
+        ka.compression(bare),
+        ka.compression(
+            dissector.read_pcap(CAPTURES / "compression.pcap", table="partitions", decompress=False)
+        ),
+    ):
+        assert (unmeasured["measured_batches"] == 0).all() and len(unmeasured) == 8
+        assert unmeasured["uncompressed_bytes"].isna().all() and unmeasured["ratio"].isna().all()
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_compression_from_batches_adds_up_to_the_partitions_table(name):
+    parts = table(name, "partitions")
+    by_set, by_batch = ka.compression(parts), ka.compression(table(name))
+    pd.testing.assert_frame_equal(by_batch, by_set)
+    sent = parts[parts["api_name"].eq("Produce") & parts["records_from"].eq("request")]
+    got = parts[parts["api_name"].eq("Fetch") & parts["records_from"].eq("response")]
+    assert by_set["bytes"].sum() == sent["bytes"].sum() + got["bytes"].sum()
+    assert (by_set["uncompressed_bytes"].fillna(0) >= by_set["measured_bytes"]).all()
+
+
 def test_throughput_control_records_apart():
     known = manifest("transactions")
     volume = ka.throughput(table("transactions", "partitions"), freq="1min", by="partition")
@@ -379,6 +505,63 @@ def test_throughput_control_records_apart():
     assert fetched["control_records"].sum() == readers * markers
     wire = ka.throughput(table("transactions"), freq="1min")
     assert set(wire.columns) >= {"window", "api_name", "request_bytes", "bytes_per_s"}
+
+
+def test_groupings_name_the_column_of_that_name():
+    pairs, parts = table("group-rebalance"), table("group-rebalance", "partitions")
+    answered = pairs[pairs["latency_ms"].notna()]
+    by_address = ka.latency(pairs, by="client")
+    assert list(by_address.columns[:2]) == ["client", "requests"]
+    assert set(by_address["client"]) == set(answered["client"])
+    assert all(":" in client for client in by_address["client"])
+    by_id = ka.latency(pairs, by="client_id")
+    assert set(by_id["client_id"]) == set(answered["client_id"])
+    assert by_address["requests"].sum() == by_id["requests"].sum() == len(answered)
+    # the client's address counts each connection apart; its id, all of them together
+    assert len(by_address) == answered["client"].nunique() > len(by_id)
+    volume = ka.throughput(parts, freq="1min", by="client")
+    assert set(volume["client"]) <= set(parts["client"])
+    by_id = ka.throughput(parts, freq="1min", by="client_id")
+    assert set(by_id["client_id"]) == {
+        "gr-producer",
+        *manifest("group-rebalance")["group"]["members"],
+    }
+    assert volume["records"].sum() == by_id["records"].sum()
+
+
+def _unknown_api(pairs, api, name):
+    """`pairs` with the requests of `api` given key 999, a key no schema knows, and the name
+    `name` (missing, as older tables have it, or the core's `Unknown(999)`)."""
+    rows = pairs["api_name"].eq(api)
+    out = pairs.copy()
+    out.loc[rows, "api_key"] = 999
+    out["api_name"] = out["api_name"].astype(object)
+    out.loc[rows, "api_name"] = name
+    return out.astype({"api_name": pairs["api_name"].dtype}), int(rows.sum())
+
+
+@pytest.mark.parametrize("name", [None, "Unknown(999)"])
+def test_unknown_api_keys_are_named_by_their_key(name):
+    pairs, count = _unknown_api(table("group-rebalance"), "Heartbeat", name)
+    answered = pairs["api_name"].isna() | pairs["api_name"].eq("Unknown(999)")
+    answered &= pairs["latency_ms"].notna()
+    got = ka.latency(pairs, by="api").set_index("api_name")
+    assert got["requests"].notna().all() and got.index.notna().all()
+    assert got.loc["Unknown(999)", "requests"] == answered.sum() > 0
+    found = ka.errors(pairs)
+    # the Heartbeats answered REBALANCE_IN_PROGRESS (the errors test counts them)
+    assert set(found.loc[found["error_name"] == "REBALANCE_IN_PROGRESS", "api_name"]) == {
+        "Unknown(999)"
+    }
+    assert found["api_name"].notna().all()
+    versions = ka.clients(pairs)["api_versions"]
+    assert any("Unknown(999)" in v for v in versions)
+    wire = ka.throughput(pairs, freq="1min")
+    assert wire.loc[wire["api_name"] == "Unknown(999)", "requests"].sum() == count
+    assert wire["requests"].sum() == pairs["request_frame"].notna().sum()
+    (ax,) = ka.plots.latency_over_time(pairs).axes
+    labels = {line.get_label() for line in ax.lines}
+    assert "Unknown(999)" in labels and "nan" not in labels
 
 
 # --------------------------------------------------------------------------- any capture

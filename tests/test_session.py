@@ -1,5 +1,7 @@
 """Matching requests to responses, end to end through the core, on synthetic connections."""
 
+import struct
+
 import pytest
 from kafka_encoder import encode_request, encode_response
 from synth import Capture, Connection
@@ -242,3 +244,19 @@ def test_trailing_bytes_after_a_request_body_are_kept_not_fatal():
     c.response(metadata_response(2, [("t", 0)], version=12))
     out, _ = run(cap)
     assert out[1].status == "ok" and out[1].request["_trailing_bytes"] == b"\x01\x00\x00"
+
+
+def test_an_api_key_the_schema_does_not_know_is_named_by_its_number():
+    # A v2 request header (api key, version, correlation id, client id) for key 999.
+    header = struct.pack(">hhih", 999, 0, 5, 8) + b"client-1"
+    cap = Capture()
+    c = Connection(cap)
+    c.request(api_versions(1))
+    c.response(api_versions_response(1))
+    c.request(header + b"\x00\x00")
+    c.close()
+    out, _ = run(cap)
+    unknown = [e for e in out if e.api_key == 999]
+    assert len(unknown) == 1
+    assert (unknown[0].api_name, unknown[0].correlation_id) == ("Unknown(999)", 5)
+    assert "unknown API key 999" in unknown[0].reason

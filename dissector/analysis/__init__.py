@@ -3,7 +3,7 @@
 a DataFrame with documented columns, empty when the capture has no such traffic.
 
     from dissector import analysis as ka
-    ka.latency(pairs, by="client", freq="1s")
+    ka.latency(pairs, by="client_id", freq="1s")
     ka.group_generations(pairs)
     ka.plots.group_gantt(pairs)
 
@@ -14,6 +14,7 @@ from . import plots
 from ._frames import body
 from .advertised import advertised
 from .clients import clients
+from .compatibility import compatibility
 from .delivery import delivery, delivery_summary
 from .errors import error_counts, errors
 from .findings import diagnose
@@ -28,6 +29,7 @@ __all__ = [
     "advertised",
     "body",
     "clients",
+    "compatibility",
     "components",
     "compression",
     "delivery",

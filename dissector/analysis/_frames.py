@@ -54,6 +54,28 @@ def api_rows(pairs, *names):
     return rows.iloc[order]
 
 
+def api_label(name, key):
+    """An API's name for display: `Unknown(<api_key>)` for a key the schema does not know
+    (a missing name, as older tables have it, or the name the core gives it)."""
+    if isinstance(name, str):
+        return name
+    return f"Unknown({int(key)})" if pd.notna(key) else None
+
+
+def named_apis(table):
+    """`table` with every missing `api_name` of a known `api_key` as `Unknown(<api_key>)`,
+    so that unknown APIs group, sort and show under a name rather than as NaN."""
+    if not has(table, "api_name", "api_key"):
+        return table
+    missing = table["api_name"].isna() & table["api_key"].notna()
+    if not missing.any():
+        return table
+    labels = [api_label(None, k) for k in table.loc[missing, "api_key"]]
+    names = table["api_name"].astype(object).copy()
+    names[missing] = labels
+    return table.assign(api_name=names.astype(table["api_name"].dtype))
+
+
 def when(row):
     """The time an exchange happened: its request, else its response."""
     start = getattr(row, "request_start", None)

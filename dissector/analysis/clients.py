@@ -2,7 +2,16 @@
 
 import pandas as pd
 
-from ._frames import api_rows, body, connections, frame, has, per_capture, spark_aware
+from ._frames import (
+    api_rows,
+    body,
+    connections,
+    frame,
+    has,
+    named_apis,
+    per_capture,
+    spark_aware,
+)
 
 COLUMNS = [
     "client_id",
@@ -47,7 +56,7 @@ def clients(pairs):
     if not has(pairs, "client", "stream"):
         return frame([], COLUMNS)
     software = _software(pairs)
-    rows = pairs.assign(
+    rows = named_apis(pairs).assign(
         address=pairs["client"].map(_address),
         client_id=pairs["client_id"].astype(object).where(pairs["client_id"].notna(), None),
         _conn=connections(pairs),

@@ -10,6 +10,7 @@ from ._frames import (
     frame,
     has,
     ints,
+    named_apis,
     per_capture,
     spark_aware,
     topic_names,
@@ -85,6 +86,7 @@ def errors(pairs):
     if not has(pairs, "status"):
         return frame([], COLUMNS)
     names = topic_names(pairs)
+    pairs = named_apis(pairs)
     rows = []
     for row in pairs.itertuples(index=False):
         base = {

@@ -16,18 +16,16 @@ request's last byte to the first byte of the previous response on the connection
 
 import pandas as pd
 
-from ._frames import EXCHANGE, frame, has, scope, spark_aware
+from ._frames import EXCHANGE, frame, has, named_apis, scope, spark_aware
 
-#: Grouping names -> table columns; any other column name may be used as it is.
+#: Names that are not columns of `pairs` -> the columns they stand for. A column's own name
+#: (`client`, `client_id`, `broker`, `status`, ...) groups by that column.
 GROUPS = {
     "api": ["api_name"],
     "version": ["api_name", "api_version"],
-    "client": ["client_id"],
     "address": ["client"],
-    "broker": ["broker"],
     "topic": ["topic"],
     "connection": ["stream", "client", "broker"],
-    "status": ["status"],
 }
 STATS = [
     "requests",
@@ -67,6 +65,7 @@ def components(pairs):
     """The answered requests of `pairs` with `network_ms`, `queue_ms` and `broker_ms`."""
     if not has(pairs, "latency_ms", "server_ms"):
         return pd.DataFrame(columns=[*(pairs.columns if pairs is not None else []), *SLOWEST])
+    pairs = named_apis(pairs)
     rows = pairs[pairs["latency_ms"].notna()].copy()
     server = rows["server_ms"].astype(float)
     rows["network_ms"] = rows["latency_ms"].astype(float) - server
@@ -90,8 +89,13 @@ def _queue_ms(rows, pairs):
 
 @spark_aware
 def latency(pairs, by="api", freq=None):
-    """Latency percentiles per group (see GROUPS; a list combines them) and, with `freq`
-    (a pandas frequency such as "1s" or "5min"), per time window of the request's start.
+    """Latency percentiles per group and, with `freq` (a pandas frequency such as "1s" or
+    "5min"), per time window of the request's start.
+
+    `by` names a column of `pairs` (`client` the ip:port, `client_id`, `broker`, `status`,
+    ...), or one of: `api` (api_name), `version` (api_name, api_version), `address` (the
+    client's ip:port), `topic` (each topic of `topics`, a request counted once per topic),
+    `connection` (stream, client, broker); a list combines them.
 
     Columns: the group columns, `window` (with freq), then requests, p50/p95/p99/max/mean
     latency, the median network, queue and broker time, and the number of error responses.

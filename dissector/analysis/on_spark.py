@@ -97,6 +97,14 @@ def _capture_order(df):
     return cols
 
 
+def named_apis(df):
+    """`_frames.named_apis`: a missing `api_name` of a known `api_key` as `Unknown(<key>)`."""
+    if not _has(df, "api_name", "api_key"):
+        return df
+    unknown = F.concat(F.lit("Unknown("), F.col("api_key").cast("string"), F.lit(")"))
+    return df.withColumn("api_name", F.coalesce(F.col("api_name"), unknown))
+
+
 def _is_error():
     return F.when(F.coalesce(F.col("error_code"), F.lit(0)) != 0, 1).otherwise(0)
 
@@ -137,6 +145,7 @@ def _sorted(out, keys):
 def components(pairs):
     """The answered requests with `network_ms`, `queue_ms` and `broker_ms`, as
     `latency.components`, as a Spark DataFrame (nothing is computed yet)."""
+    pairs = named_apis(pairs)
     rows = pairs.where(F.col("latency_ms").isNotNull())
     given = "queue_ms" in pairs.columns and bool(
         rows.where(F.col("queue_ms").isNotNull()).limit(1).collect()
@@ -361,6 +370,7 @@ def found_errors(pairs):
     from .errors import _NONZERO, INCOMPLETE
 
     names = topic_names(pairs)
+    pairs = named_apis(pairs)
     exchange = [c for c in EXCHANGE if c in pairs.columns]
     rows = pairs.where(
         F.col("status").isin(*INCOMPLETE) | F.col("response").rlike(_NONZERO.pattern)
@@ -472,6 +482,7 @@ def clients(pairs):
     scope = _scope(pairs)
     if not _has(pairs, "client", "stream"):
         return frame([], COLUMNS)
+    pairs = named_apis(pairs)
     order = F.struct(*_capture_order(pairs))
     software = (
         pairs.where(F.col("api_name") == "ApiVersions")
@@ -605,6 +616,7 @@ def _pairs_throughput(pairs, step, seconds):
     columns = ["window", "api_name", "requests", "request_bytes", "response_bytes", "bytes_per_s"]
     if not _has(pairs, "api_name", "request_bytes"):
         return frame([], columns)
+    pairs = named_apis(pairs)
     rows = pairs.withColumn("window", _floor(_start_ns(pairs), step)).where(
         F.col("window").isNotNull() & F.col("api_name").isNotNull()  # groupby drops them
     )

@@ -3,11 +3,18 @@ records that read_committed consumers were sent anyway.
 
 A transaction opens with the first AddPartitionsToTxn, AddOffsetsToTxn or transactional
 Produce after the producer's previous one ended, and ends with its EndTxn (commit or abort),
-or, where that went uncaptured, when a partition it already holds is added again.
+with a successful InitProducerId for its transactional id (a newer instance fences it, and
+the coordinator aborts it), or, where neither was captured, when a partition it already
+holds is added again.
 The control batches (markers) the broker wrote after it are found in Fetch responses: the
 first control batch of that producer after the transaction's records in each partition.
-Without an EndTxn in the capture the marker gives the outcome; without either it is `open`.
+Their type (COMMIT or ABORT) is in the control record, which a default dissection leaves
+undecoded: it comes from the records decoded in full, else the `records` table, else the
+EndTxn. Without an EndTxn in the capture the marker gives the outcome; a marker of unknown
+type gives `ended`; without either it is `open`.
 """
+
+import functools
 
 import pandas as pd
 
@@ -16,8 +23,9 @@ from ._frames import (
     api_rows,
     body,
     frame,
+    has,
     ints,
-    per_capture,
+    scope,
     topic_names,
     topic_of,
 )
@@ -29,6 +37,7 @@ COLUMNS = [
     "client_id",
     "start",
     "end",
+    "duration_ms",
     "outcome",
     "ended_by",
     "partitions",
@@ -51,6 +60,8 @@ ABORTED_COLUMNS = [
     "producer_id",
     "transactional_id",
     "listed_as_aborted",
+    "client",
+    "broker",
 ]
 TXN_APIS = ("InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "Produce", "EndTxn")
 
@@ -80,29 +91,51 @@ def _add_partitions(req):
 
 
 def _produced(req, resp, names):
-    """{"topic/p": (first, last, records, producer id, epoch)} of a transactional Produce."""
+    """{"topic/p": (first, last, records, producer id, epoch)} of a transactional Produce,
+    for the partitions the broker took (a refused batch wrote nothing)."""
     base = {}
     for topic in resp.get("Responses") or ():
         for part in topic.get("PartitionResponses") or ():
-            base[f"{topic_of(topic, names)}/{partition_index(part)}"] = part.get("BaseOffset")
+            if not part.get("ErrorCode"):
+                base[f"{topic_of(topic, names)}/{partition_index(part)}"] = part.get("BaseOffset")
     out = {}
     for topic in req.get("TopicData") or ():
         for part in topic.get("PartitionData") or ():
             key = f"{topic_of(topic, names)}/{partition_index(part)}"
             batches = [b for b in _batches(part.get("Records")) if b.get("transactional")]
-            if not batches:
+            if not batches or (resp and key not in base):
                 continue
             count = sum(b.get("last_offset_delta", 0) + 1 for b in batches)
             first = base.get(key)
-            last = first + count - 1 if first is not None and first >= 0 else None
+            first = first if first is not None and first >= 0 else None
+            last = first + count - 1 if first is not None else None
             records = sum(b.get("record_count", 0) for b in batches)
             b = batches[0]
             out[key] = (first, last, records, b.get("producer_id"), b.get("producer_epoch"))
     return out
 
 
-def _markers(pairs, names):
-    """Control batches in Fetch responses: {(producer id, "topic/p"): {offset: type}}."""
+def _control_types(records):
+    """{(producer id, "topic/p", offset): "COMMIT" or "ABORT"} from a `records` table."""
+    if not has(records, "control", "producer_id", "topic", "partition", "offset"):
+        return {}
+    known = records[records["control"].isin(["COMMIT", "ABORT"])]
+    return {
+        (pid, f"{topic}/{part}", off): kind
+        for pid, topic, part, off, kind in zip(
+            known["producer_id"],
+            known["topic"],
+            known["partition"],
+            known["offset"],
+            known["control"],
+            strict=True,
+        )
+    }
+
+
+def _markers(pairs, names, types):
+    """Control batches in Fetch responses: {(producer id, "topic/p"): {offset: type}}, the
+    type from the control record where it was decoded, else from `types`, else None."""
     found = {}
     for row in api_rows(pairs, "Fetch").itertuples(index=False):
         if isinstance(row.response, str) and '"control":true' not in row.response:
@@ -111,21 +144,47 @@ def _markers(pairs, names):
             for part in topic.get("Partitions") or ():
                 key = f"{topic_of(topic, names)}/{partition_index(part)}"
                 for b in _batches(part.get("Records")):
-                    if not b.get("control"):
+                    if not b.get("control") or b.get("base_offset") is None:
                         continue
+                    pid, offset = b.get("producer_id"), b["base_offset"]
                     recs = b.get("records") or [{}]
-                    kind = (recs[0].get("control") or {}).get("type") or "marker"
-                    found.setdefault((b.get("producer_id"), key), {})[b["base_offset"]] = kind
+                    kind = (recs[0].get("control") or {}).get("type")
+                    kind = kind if kind in ("COMMIT", "ABORT") else types.get((pid, key, offset))
+                    seen = found.setdefault((pid, key), {})
+                    seen[offset] = kind or seen.get(offset)
     return found
 
 
-@per_capture
-def transactions(pairs):
-    """One row per transaction: transactional id, producer id and epoch, the client, start
-    and end, `outcome` (commit, abort, open, or the EndTxn error), `ended_by` (EndTxn or
-    marker), the partitions added, the offsets written (`{"topic/p": [first, last]}`), the
-    records and Produce requests, the groups whose offsets it committed, and the markers
-    (`{"topic/p": "COMMIT@12"}`)."""
+def _by_capture(analysis):
+    """`per_capture` for an analysis of `pairs` and an optional `records` table: each
+    capture of a capture set with its own records."""
+
+    @functools.wraps(analysis)
+    def run(pairs, records=None):
+        if pairs is None or not scope(pairs) or pairs.empty:
+            return analysis(pairs, records)
+        parts = []
+        for name, part in pairs.groupby("capture", sort=False):
+            mine = records
+            if records is not None and "capture" in records:
+                mine = records[records["capture"] == name].drop(columns="capture")
+            parts.append(analysis(part.drop(columns="capture"), mine).assign(capture=name))
+        out = pd.concat([p for p in parts if not p.empty] or parts[:1], ignore_index=True)
+        return out[["capture", *out.columns.drop("capture")]]
+
+    return run
+
+
+@_by_capture
+def transactions(pairs, records=None):
+    """One row per transaction: transactional id, producer id and epoch, the client, start,
+    end and `duration_ms` (NaN while open), `outcome` (commit, abort, ended: a marker of
+    unknown type, open, or the EndTxn error), `ended_by` (EndTxn, InitProducerId: a newer
+    instance fenced it, or marker), the partitions added, the offsets written
+    (`{"topic/p": [first, last]}`), the records and Produce requests, the groups whose
+    offsets it committed, and the markers (`{"topic/p": "COMMIT@12"}`: the control batch at
+    offset 12 is a COMMIT; `control@12` where the capture does not say which). A `records`
+    table names the markers of a default dissection without EndTxn."""
     if pairs is None or pairs.empty or "api_name" not in pairs:
         return frame([], COLUMNS)
     names = topic_names(pairs)
@@ -155,11 +214,18 @@ def transactions(pairs):
             }
         return open_txns[tid]
 
+    def end(txn, outcome, ended_by, row):
+        txn.update(outcome=outcome, ended_by=ended_by, end=row.response_end)
+        done.append(open_txns.pop(txn["transactional_id"]))
+
     for row in api_rows(pairs, *TXN_APIS).itertuples(index=False):
         req, resp = body(row.request), body(row.response)
         if row.api_name == "InitProducerId":
-            if req.get("TransactionalId") and resp.get("ProducerId", -1) >= 0:
-                ids[resp["ProducerId"]] = req["TransactionalId"]
+            tid = req.get("TransactionalId")
+            if tid and resp.get("ErrorCode") == 0 and resp.get("ProducerId", -1) >= 0:
+                ids[resp["ProducerId"]] = tid
+                if tid in open_txns:  # the coordinator aborts what the old instance left open
+                    end(open_txns[tid], "abort", "InitProducerId", row)
         elif row.api_name == "AddPartitionsToTxn":
             for tid, pid, epoch, parts in _add_partitions(req):
                 txn = open_txns.get(tid or ids.get(pid))
@@ -182,30 +248,34 @@ def transactions(pairs):
             if txn is None:
                 continue
             txn["produce_requests"] += 1
-            for key, (first, last, records, *_) in produced.items():
+            for key, (first, last, count, *_) in produced.items():
                 span = txn["offsets"].setdefault(key, [first, last])
                 span[0] = first if span[0] is None else min(span[0], first or span[0])
                 span[1] = last if span[1] is None else max(span[1], last or span[1])
-                txn["records"] += records
+                txn["records"] += count
                 if key not in txn["partitions"]:
                     txn["partitions"].append(key)
         elif row.api_name == "EndTxn":
-            tid = req.get("TransactionalId")
-            txn = open_txns.pop(tid, None)
+            txn = open_txns.get(req.get("TransactionalId"))
             if txn is None:
                 continue
-            code = resp.get("ErrorCode")
-            if code == 0:
-                txn["outcome"] = "commit" if req.get("Committed") else "abort"
+            if resp.get("ErrorCode") == 0:
+                outcome = "commit" if req.get("Committed") else "abort"
             else:
-                txn["outcome"] = f"EndTxn {row.error_name or row.status}"
-            txn["end"] = row.response_end
-            txn["ended_by"] = "EndTxn"
-            done.append(txn)
+                outcome = f"EndTxn {row.error_name or row.status}"
+            end(txn, outcome, "EndTxn", row)
     done += open_txns.values()
-    _attach_markers(done, _markers(pairs, names))
-    out = frame(done, COLUMNS).sort_values("start", kind="stable").reset_index(drop=True)
+    _attach_markers(done, _markers(pairs, names, _control_types(records)))
+    out = frame(done, COLUMNS)
+    out["duration_ms"] = [_ms(t["start"], t["end"]) for t in done]
+    out = out.sort_values("start", kind="stable").reset_index(drop=True)
     return ints(out, "producer_id", "producer_epoch", "records", "produce_requests")
+
+
+def _ms(start, end):
+    if pd.isna(start) or pd.isna(end):
+        return float("nan")  # still open, or its start went uncaptured
+    return (end - start).total_seconds() * 1000
 
 
 def _pid(ids, tid):
@@ -214,6 +284,8 @@ def _pid(ids, tid):
 
 def _attach_markers(txns, markers):
     for txn in txns:
+        # the marker an ended transaction's coordinator wrote says its outcome
+        told = txn["outcome"].upper() if txn["outcome"] in ("commit", "abort") else None
         for key, (_first, last) in txn["offsets"].items():
             if last is None:
                 continue
@@ -223,20 +295,23 @@ def _attach_markers(txns, markers):
                 if off > last
             )
             if after:
-                txn["markers"][key] = f"{after[0][1]}@{after[0][0]}"
+                offset, kind = after[0]
+                txn["markers"][key] = f"{kind or told or 'control'}@{offset}"
+        if txn["ended_by"] is not None or not txn["markers"]:
+            continue
         kinds = {m.split("@")[0] for m in txn["markers"].values()}
-        if txn["ended_by"] is None and len(kinds) == 1 and kinds <= {"COMMIT", "ABORT"}:
-            txn["outcome"] = kinds.pop().lower()
-            txn["ended_by"] = "marker"
+        txn["outcome"] = kinds.pop().lower() if kinds in ({"COMMIT"}, {"ABORT"}) else "ended"
+        txn["ended_by"] = "marker"
 
 
-@per_capture
-def aborted_reads(pairs):
+@_by_capture
+def aborted_reads(pairs, records=None):
     """Record batches of aborted transactions in Fetch responses to read_committed requests
     (IsolationLevel 1). `listed_as_aborted`: the response's AbortedTransactions covers the
     batch, so the consumer drops it; False: the consumer hands the records to the
-    application."""
-    txns = transactions(pairs)
+    application. `records`: the batch's records at or after the offset fetched (the
+    `records` table, where given, counts those the response carried in full)."""
+    txns = transactions(pairs, records)
     aborted = txns[txns["outcome"] == "abort"]
     if aborted.empty:
         return frame([], ABORTED_COLUMNS)
@@ -245,22 +320,31 @@ def aborted_reads(pairs):
         for key, (first, last) in txn.offsets.items():
             spans.setdefault((txn.producer_id, key), []).append((first, last, txn.transactional_id))
     names = topic_names(pairs)
+    carried = _carried(records)
     rows = []
     for row in api_rows(pairs, "Fetch").itertuples(index=False):
-        if body(row.request).get("IsolationLevel") != 1:
+        req = body(row.request)
+        if req.get("IsolationLevel") != 1:
             continue
+        fetched = _fetch_offsets(req, names)
         for topic in body(row.response).get("Responses") or ():
             for part in topic.get("Partitions") or ():
                 key = f"{topic_of(topic, names)}/{partition_index(part)}"
                 listed = part.get("AbortedTransactions") or []
                 for b in _batches(part.get("Records")):
-                    if b.get("control"):
+                    if b.get("control") or b.get("base_offset") is None:
                         continue
                     lo = b["base_offset"]
                     hi = lo + b.get("last_offset_delta", 0)
                     for first, last, tid in spans.get((b.get("producer_id"), key), ()):
                         if first is None or hi < first or lo > last:
                             continue
+                        # the consumer skips the records of a batch before its position
+                        start = max(lo, fetched.get(key) or lo)
+                        count = b.get("record_count") if start == lo else max(hi - start + 1, 0)
+                        if carried is not None:
+                            frame_key = (row.stream, row.response_frame, key)
+                            count = sum(start <= o <= hi for o in carried.get(frame_key, ()))
                         rows.append(
                             {
                                 "time": row.response_end,
@@ -271,7 +355,7 @@ def aborted_reads(pairs):
                                 "partition": int(key.rsplit("/", 1)[1]),
                                 "first_offset": lo,
                                 "last_offset": hi,
-                                "records": b.get("record_count"),
+                                "records": count,
                                 "producer_id": b.get("producer_id"),
                                 "transactional_id": tid,
                                 "listed_as_aborted": any(
@@ -279,6 +363,34 @@ def aborted_reads(pairs):
                                     and a.get("FirstOffset", 0) <= hi
                                     for a in listed
                                 ),
+                                "client": getattr(row, "client", None),
+                                "broker": getattr(row, "broker", None),
                             }
                         )
     return ints(frame(rows, ABORTED_COLUMNS), "partition", "first_offset", "last_offset")
+
+
+def _fetch_offsets(req, names):
+    """{"topic/p": offset fetched} of a Fetch request."""
+    return {
+        f"{topic_of(topic, names)}/{partition_index(part)}": part.get("FetchOffset")
+        for topic in req.get("Topics") or ()
+        for part in topic.get("Partitions") or ()
+        if part.get("FetchOffset") is not None
+    }
+
+
+def _carried(records):
+    """{(stream, response frame, "topic/p"): [offsets]} of the data records Fetch responses
+    carried, from a `records` table; None without one."""
+    columns = ("direction", "control", "api_name", "stream", "frame", "topic", "partition")
+    if not has(records, *columns, "offset"):
+        return None
+    data = records[(records["direction"] == "response") & records["control"].isna()]
+    data = data[data["api_name"] == "Fetch"]
+    out = {}
+    for stream, frame_no, topic, part, off in zip(
+        data["stream"], data["frame"], data["topic"], data["partition"], data["offset"], strict=True
+    ):
+        out.setdefault((stream, frame_no, f"{topic}/{part}"), []).append(off)
+    return out

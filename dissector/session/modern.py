@@ -157,11 +157,14 @@ class ModernSession:
         else:
             body, ctx, reason = self._scan(key, "request", version, frame, end)
         topics, names = self._topics(ctx)
+        name = self.api_names.get(key)
+        if name is None:  # a key the schema does not know still gets a name to group by
+            name = f"Unknown({key})"
         # By position: a keyword call builds a dict, once per request.
         req = Request(
             frame,
             key,
-            self.api_names.get(key),
+            name,
             version,
             corr,
             client_id,

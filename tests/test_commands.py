@@ -1,0 +1,210 @@
+"""The question commands (groups, transactions, errors, clients, latency, versions, doctor)
+on the bundled captures: what they print in each format is the analysis of the capture."""
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import dissector
+from dissector import analysis as ka
+from dissector import cli
+from dissector.commands.read import read_tables
+
+CAPTURES = Path(__file__).resolve().parent.parent / "captures"
+GROUPS = CAPTURES / "group-rebalance.pcap"
+TXNS = CAPTURES / "transactions.pcap"
+KCAT = CAPTURES / "kcat.pcap"
+
+
+def run(capsys, *args):
+    """(exit status, stdout, stderr) of the command line, in this process."""
+    status = cli.main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def rows_csv(text):
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def rows_json(text):
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def test_one_dissection_gives_every_table_as_read_pcap_does():
+    tables = read_tables(TXNS, ("pairs", "partitions", "records", "streams"))
+    for name, table in tables.items():
+        expected = dissector.read_pcap(TXNS, table=name, records="full")
+        pd.testing.assert_frame_equal(table, expected, obj=name)
+    assert len(tables["records"]) == 33 and len(tables["streams"]) == 22
+
+
+def test_groups_lists_the_five_generations(capsys):
+    status, out, _ = run(capsys, "groups", GROUPS, "--format", "json")
+    assert status == 0
+    rows = rows_json(out)
+    assert [r["generation_id"] for r in rows] == [0, 1, 2, 3, 4]
+    assert {r["leader_client_id"] for r in rows} == {"gr-member-1"}
+    sizes = [len(r["members"]) for r in rows]
+    assert sizes == [1, 2, 3, 2, 1]
+    # Times in ISO 8601 with the capture's digits; nested values stay JSON.
+    assert rows[0]["started"] == "2026-11-23T11:29:13.799802Z"
+    assert rows[0]["assignment_by_client"] == {
+        "gr-member-1": ["gr-orders/0", "gr-orders/1", "gr-orders/2", "gr-orders/3"]
+    }
+
+
+def test_groups_timeline_is_every_group_exchange(capsys):
+    status, out, _ = run(capsys, "groups", GROUPS, "--timeline", "--format", "csv")
+    rows = rows_csv(out)
+    expected = ka.group_timeline(dissector.read_pcap(GROUPS))
+    assert status == 0 and len(rows) == len(expected) > 100
+    assert list(rows[0]) == list(expected.columns)
+    first_join = next(r for r in rows if r["api_name"] == "JoinGroup")
+    assert (first_join["error_name"], first_join["request_frame"]) == ("MEMBER_ID_REQUIRED", "78")
+
+
+def test_transactions_commit_abort_commit(capsys):
+    status, out, _ = run(capsys, "transactions", TXNS, "--format", "csv")
+    rows = rows_csv(out)
+    assert status == 0
+    assert [r["outcome"] for r in rows] == ["commit", "abort", "commit"]
+    assert {(r["transactional_id"], r["producer_id"]) for r in rows} == {("tx-producer", "1")}
+    # Markers need the records decoded: the command decodes them by default.
+    assert json.loads(rows[1]["markers"])["tx-orders/0"] == "ABORT@4"
+    assert json.loads(rows[1]["offsets"]) == {"tx-orders/0": [3, 3], "tx-orders/1": [2, 2]}
+
+
+def test_errors_counts_and_all(capsys):
+    status, out, _ = run(capsys, "errors", GROUPS, "--format", "csv")
+    counts = {(r["api_name"], r["error_name"]): int(r["count"]) for r in rows_csv(out)}
+    assert status == 0
+    assert counts == {
+        ("Heartbeat", "REBALANCE_IN_PROGRESS"): 6,
+        ("JoinGroup", "MEMBER_ID_REQUIRED"): 3,
+    }
+    _, out, _ = run(capsys, "errors", KCAT, "--all", "--format", "json")
+    rows = {r["api_name"]: r for r in rows_json(out)}
+    assert rows["Produce"]["status"] == "unanswered"
+    assert rows["Produce"]["reason"] == "connection ended by the broker (FIN) at frame 53"
+    assert (rows["Produce"]["request_frame"], rows["Produce"]["response_frame"]) == (52, None)
+    assert rows["ListOffsets"]["status"] == "malformed"
+    assert (rows["ListOffsets"]["request_frame"], rows["ListOffsets"]["response_frame"]) == (67, 68)
+
+
+def test_clients_name_their_software(capsys):
+    status, out, _ = run(capsys, "clients", GROUPS, "--format", "json")
+    rows = {r["client_id"]: r for r in rows_json(out)}
+    assert status == 0
+    assert sorted(rows) == ["gr-admin", "gr-member-1", "gr-member-2", "gr-member-3", "gr-producer"]
+    assert {(r["software_name"], r["software_version"]) for r in rows.values()} == {
+        ("kafka-python", "3.0.12")
+    }
+    assert rows["gr-admin"]["api_versions"] == {
+        "ApiVersions": [4],
+        "CreateTopics": [7],
+        "Metadata": [12],
+    }
+
+
+def test_latency_by_columns_and_window(capsys):
+    status, out, _ = run(capsys, "latency", GROUPS, "--format", "csv")
+    rows = {r["api_name"]: r for r in rows_csv(out)}
+    assert status == 0
+    assert int(rows["Fetch"]["requests"]) == 91 and int(rows["Heartbeat"]["errors"]) == 6
+    assert 500 < float(rows["Fetch"]["p50_ms"]) < 510  # the long poll Tansu holds
+    _, out, _ = run(
+        capsys, "latency", GROUPS, "--by", "api,client_id", "--freq", "5s", "--format", "csv"
+    )
+    rows = rows_csv(out)
+    expected = ka.latency(dissector.read_pcap(GROUPS), by=["api", "client_id"], freq="5s")
+    assert len(rows) == len(expected) and list(rows[0])[:3] == ["api_name", "client_id", "window"]
+    assert sum(int(r["requests"]) for r in rows) == 298  # every exchange of the capture
+    assert all(pd.Timestamp(r["window"]).second % 5 == 0 for r in rows)
+
+
+def test_table_view_shows_every_column_whole(capsys):
+    status, out, _ = run(capsys, "latency", GROUPS)
+    assert status == 0
+    header = next(line for line in out.splitlines() if "api_name" in line)
+    assert header.split() == list(ka.latency(dissector.read_pcap(GROUPS)).columns)
+    fetch = next(line.split() for line in out.splitlines() if line.split()[:1] == ["Fetch"])
+    assert fetch[1] == "91" and fetch[2] == "501.343"
+
+
+def test_several_captures_get_a_capture_column(capsys):
+    status, out, _ = run(capsys, "errors", GROUPS, KCAT, "--all", "--format", "csv")
+    rows = rows_csv(out)
+    assert status == 0 and list(rows[0])[0] == "capture"
+    per = pd.Series([r["capture"] for r in rows]).value_counts().to_dict()
+    assert per == {str(GROUPS): 9, str(KCAT): 2}
+
+
+def test_versions_lists_what_a_broker_no_longer_serves(capsys):
+    status, out, _ = run(capsys, "versions", KCAT, "--broker", "4.0", "--format", "json")
+    rows = [
+        (r["client_id"], r["api_name"], r["api_version"], r["first_frame"]) for r in rows_json(out)
+    ]
+    assert status == 0
+    # Kafka 4.0 dropped Produce v0 to v2 and ListOffsets v0 (KIP-896); kcat used both.
+    assert rows == [("kc-producer", "Produce", 1, 52), ("kc-consumer", "ListOffsets", 0, 67)]
+    status, out, err = run(capsys, "versions", KCAT, "--broker", "1.5")
+    assert (status, out) == (2, "") and err.startswith("kafka-dissect: error: unknown Apache Kafka")
+
+
+@pytest.mark.parametrize("capture", [TXNS, GROUPS, KCAT])
+def test_doctor_exit_status_follows_the_findings(capsys, capture):
+    t = read_tables(capture, ("pairs", "streams", "partitions", "records"))
+    found = ka.diagnose(t["pairs"], t["streams"], t["partitions"], t["records"])
+    status, out, _ = run(capsys, "doctor", capture, "--format", "json")
+    rows = rows_json(out)
+    assert status == (1 if found["severity"].eq("error").any() else 0)
+    assert [(r["kind"], r["frames"]) for r in rows] == [
+        (k, list(f)) for k, f in zip(found["kind"], found["frames"], strict=True)
+    ]
+    status, text, _ = run(capsys, "doctor", capture)
+    if found.empty:
+        assert text == "no findings\n"
+        return
+    blocks = [b for b in text.split("\n\n") if b.strip().startswith(tuple(found["kind"]))]
+    assert len(blocks) == len(found)
+    for block, frames in zip(blocks, found["frames"], strict=True):
+        assert block.splitlines()[-1].strip() == "frames: " + ", ".join(map(str, frames))
+    heads = [line for line in text.splitlines() if line[:1].isupper()]
+    counts = found["severity"].value_counts(sort=False)
+    assert heads == [f"{s.upper()} ({n})" for s, n in counts.items()]
+
+
+def test_doctor_says_its_exit_status_in_help():
+    res = subprocess.run(
+        [sys.executable, "-m", "dissector", "doctor", "--help"], capture_output=True, text=True
+    )
+    assert res.returncode == 0 and "Exit status 1 when a finding is of severity error" in " ".join(
+        res.stdout.split()
+    )
+
+
+@pytest.mark.parametrize(
+    "command", ["groups", "transactions", "errors", "clients", "latency", "doctor"]
+)
+def test_a_file_that_is_no_capture_is_one_line(capsys, tmp_path, command):
+    junk = tmp_path / "junk.pcap"
+    junk.write_bytes(b"this is not a capture file at all")
+    status, out, err = run(capsys, command, junk)
+    assert (status, out) == (2, "")
+    said = "frame 1, offset 0: not a capture file (unknown magic 74686973)"
+    assert err == f"kafka-dissect: error: {junk}: {said}\n"
+
+
+def test_progress_on_stderr_when_asked(capsys):
+    status, out, err = run(capsys, "clients", GROUPS, "--progress", "--format", "csv")
+    assert status == 0 and len(rows_csv(out)) == 5
+    assert str(GROUPS) in err and "145k/145k" in err  # bytes of the file, read to its end
+    status, out, err = run(capsys, "clients", GROUPS, "--no-progress", "--format", "csv")
+    assert (status, err) == (0, "")
