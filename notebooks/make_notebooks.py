@@ -225,7 +225,7 @@ found.groupby(["capture", "api_name", "level", "error_name"], dropna=False).size
             """# The findings: what went wrong without always an error code, with the frames.
 diagnosed = [
     ka.diagnose(pairs, streams=dissector.read_pcap(c, table="streams")).assign(capture=n)
-    for c, (n, pairs) in zip(CAPTURES, read.items())
+    for c, (n, pairs) in zip(CAPTURES, read.items(), strict=True)
 ]
 findings = pd.concat(diagnosed, ignore_index=True)
 findings[["capture", "severity", "kind", "client_id", "frames", "detail"]]""",
