@@ -279,11 +279,13 @@ one machine, filter in Spark first and bring back only the rows they need.""",
             "code",
             """%matplotlib inline
 import warnings
+from pathlib import Path
 
 import pandas as pd
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+import dissector
 from dissector import analysis as ka
 from dissector.spark import register
 
@@ -299,11 +301,18 @@ spark = (
     .getOrCreate()
 )
 spark.sparkContext.setLogLevel("ERROR")
-register(spark)""",
+register(spark)
+SAMPLES = Path(dissector.__file__).resolve().parents[1] / "captures"  # wherever it is run from""",
+        ),
+        (
+            "parameters",
+            """# A path, a glob or a list: by default the client scenarios (findings-* captures hold
+# one misbehaviour each).
+CAPTURES = [str(p) for p in sorted(SAMPLES.glob("*.pcap")) if not p.name.startswith("findings")]""",
         ),
         (
             "code",
-            """pairs = spark.read.format("kafka_pcap").load("../captures/*.pcap")  # table "pairs"
+            """pairs = spark.read.format("kafka_pcap").load(CAPTURES)  # table "pairs"
 pairs = pairs.cache()  # dissected once for the analyses below
 p99 = F.percentile_approx("latency_ms", 0.99).alias("p99_ms")
 pairs.groupBy("capture").agg(F.count("*").alias("exchanges"), p99).orderBy("capture").toPandas()""",
@@ -322,7 +331,7 @@ ka.clients(pairs)[[*who, "connections", "requests", "errors"]]""",
         (
             "code",
             """partitions = spark.read.format("kafka_pcap").option("table", "partitions")
-partitions = partitions.load("../captures/*.pcap")
+partitions = partitions.load(CAPTURES)
 ka.throughput(partitions, freq="10s", by="topic").sort_values("bytes", ascending=False).head(8)""",
         ),
         (

@@ -4,30 +4,23 @@ produced and fetched (captures/*.expected.json)."""
 
 import json
 from collections import Counter
-from functools import cache
-from pathlib import Path
 
 import pandas as pd
 import pytest
+import samples
+from samples import CAPTURES, manifest
 
 import dissector
 from dissector import analysis as ka
 from dissector.analysis.latency import STATS
 
-CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 RECORDED = ["kafka-python", "confluent-kafka", "aiokafka", "kcat", "compression", "sasl"]
 ALL = [*RECORDED, "group-rebalance", "transactions", "legacy-0.7", "legacy-0.7-mixed"]
 
 
-@cache
 def table(name, which="pairs"):
     options = {"records": "full"} if which != "records" else {}
-    return dissector.read_pcap(CAPTURES / f"{name}.pcap", table=which, **options)
-
-
-@cache
-def manifest(name):
-    return json.loads((CAPTURES / f"{name}.expected.json").read_text())
+    return samples.table(name, which, **options)
 
 
 # --------------------------------------------------------------------------- groups

@@ -39,12 +39,13 @@ import tshark_oracle
 from damage import CASES, MODES, Intact
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from samples import client_captures
 
 import dissector
 from dissector.tables import build_table
 
 CAPTURES = Path(__file__).resolve().parent.parent / "captures"
-SAMPLES = sorted(p for p in CAPTURES.glob("*.pcap") if p.with_suffix(".expected.json").exists())
+SAMPLES = [p for p in client_captures() if p.with_suffix(".expected.json").exists()]
 SAMPLES_BY_NAME = {p.stem: p for p in SAMPLES}
 RECORDED = [p for p in SAMPLES if not p.name.startswith("legacy-")]
 

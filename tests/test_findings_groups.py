@@ -3,31 +3,20 @@ recording scenarios (tools/record_findings_groups.py) know what the group went t
 leader killed while it assigned a generation that never synced, coordinator errors put in the
 broker's answers by a loopback proxy, a consumer falling behind a faster producer."""
 
-import json
 from functools import cache
 from pathlib import Path
 
 import damage
 import pandas as pd
 import pytest
+from samples import CAPTURES, manifest, table
 
 import dissector
 from dissector import analysis as ka
 from dissector.analysis.findings import Tables
 from dissector.analysis.findings import groups as group_checks
 
-CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 KINDS = ("failed_rebalance", "rebalance_storm", "coordinator_moved", "lag_growing")
-
-
-@cache
-def table(name, which="pairs"):
-    return dissector.read_pcap(CAPTURES / f"{name}.pcap", table=which)
-
-
-@cache
-def manifest(name):
-    return json.loads((CAPTURES / f"{name}.expected.json").read_text())
 
 
 def found(name, pairs=None, partitions=None):

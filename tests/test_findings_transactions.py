@@ -3,28 +3,12 @@
 read_committed consumers, a producer fenced by a newer instance with its transactional.id,
 Produce batches whose sequence the broker refused."""
 
-import json
-from functools import cache
-from pathlib import Path
-
 import damage
 import pytest
+from samples import CAPTURES, manifest, table
 
 import dissector
 from dissector import analysis as ka
-
-CAPTURES = Path(__file__).resolve().parent.parent / "captures"
-
-
-@cache
-def table(name, which="pairs"):
-    return dissector.read_pcap(CAPTURES / f"{name}.pcap", table=which)
-
-
-@cache
-def manifest(name):
-    return json.loads((CAPTURES / f"{name}.expected.json").read_text())
-
 
 # --------------------------------------------------------------------------- transactions()
 

@@ -2,24 +2,15 @@
 own per series, axes in units people read (ms, B/s to GB/s, time), a log axis where values
 span decades, and windows without data left as gaps."""
 
-from functools import cache
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 from matplotlib.colors import LogNorm, to_hex
 from matplotlib.lines import Line2D
+from samples import CAPTURES, table
 
 import dissector
 from dissector import analysis as ka
 from dissector.analysis.plots import palette
-
-CAPTURES = Path(__file__).resolve().parent.parent / "captures"
-
-
-@cache
-def table(name, which="pairs"):
-    return dissector.read_pcap(CAPTURES / f"{name}.pcap", table=which)
 
 
 def colours(artists):

@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from samples import client_captures
 
 import dissector
 
 CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 RECORDED = sorted(
     p
-    for p in CAPTURES.glob("*.pcap")
+    for p in client_captures()
     if not p.name.startswith("legacy-") and p.with_suffix(".expected.json").exists()
 )
 

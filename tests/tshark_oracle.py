@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyshark.tshark.output_parser.tshark_xml import packet_from_xml_packet
+from samples import client_captures
 
 CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 # The captures recorded from a broker, compared with tshark; the 0.7 ones are built from the
 # seed documents and have their own tests (tshark reads 0.7 requests as if they were 0.8 ones).
 SAMPLES = sorted(
     p
-    for p in CAPTURES.glob("*.pcap")
+    for p in client_captures()
     if p.with_suffix(".expected.json").exists() and not p.name.startswith("legacy-")
 )
 

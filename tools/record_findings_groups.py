@@ -49,6 +49,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from tools.broker import Recorder, Tansu, free_port  # noqa: E402
+from tools.record_captures import _read_uvarint, _skip_tagged_fields  # noqa: E402
 
 SESSION_TIMEOUT_MS = 6000
 #: Tansu delays a JoinGroup answer by a time tied to the rebalance timeout, which
@@ -269,47 +270,27 @@ def _recv_exact(sock: socket.socket, size: int) -> bytes | None:
     return bytes(data)
 
 
-def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-
-
-def _skip_tags(data: bytes, pos: int) -> int:
-    count, pos = _uvarint(data, pos)
-    for _ in range(count):
-        _tag, pos = _uvarint(data, pos)
-        size, pos = _uvarint(data, pos)
-        pos += size
-    return pos
-
-
 def _error_offsets(api_key: int, version: int, frame: bytes) -> list[int]:
     """Where the error codes of a FindCoordinator or Heartbeat response frame lie."""
     flexible = (api_key == 10 and version >= 3) or (api_key == 12 and version >= 4)
     pos = 8  # size prefix, correlation id
     if flexible:
-        pos = _skip_tags(frame, pos)
+        pos = _skip_tagged_fields(frame, pos)
     if version >= 1:
         pos += 4  # throttle time
     if api_key == 12 or version < 4:
         return [pos]
     # FindCoordinator v4+: one entry per key (key, node id, host, port, error code, ...)
-    count, pos = _uvarint(frame, pos)
+    count, pos = _read_uvarint(frame, pos)
     out = []
     for _ in range(count - 1):
-        size, pos = _uvarint(frame, pos)
+        size, pos = _read_uvarint(frame, pos)
         pos += size - 1 + 4  # key, node id
-        size, pos = _uvarint(frame, pos)
+        size, pos = _read_uvarint(frame, pos)
         pos += size - 1 + 4  # host, port
         out.append(pos)
-        size, pos = _uvarint(frame, pos + 2)  # error message
-        pos = _skip_tags(frame, pos + max(size - 1, 0))
+        size, pos = _read_uvarint(frame, pos + 2)  # error message
+        pos = _skip_tagged_fields(frame, pos + max(size - 1, 0))
     return out
 
 

@@ -76,18 +76,6 @@ def _pairs_throughput(pairs, freq, seconds):
     return out[columns]
 
 
-CODECS = [
-    "api_name",
-    "compression",
-    "batches",
-    "records",
-    "control_records",
-    "bytes",
-    "measured_batches",
-    "measured_bytes",
-    "uncompressed_bytes",
-    "ratio",
-]
 #: The codec of a `partitions` row whose record set mixes codecs: one total for them all.
 MIXED = "mixed"
 
@@ -155,6 +143,7 @@ _VOLUME_KEYS = [
     "measured_bytes",
     "uncompressed_bytes",
 ]
+CODECS = ["api_name", *_VOLUME_KEYS, "ratio"]
 
 
 def _batches(node):

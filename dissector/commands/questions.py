@@ -33,7 +33,7 @@ def _groups(t, args):
 def _transactions(t, args):
     from ..analysis import transactions
 
-    return transactions(t["pairs"])
+    return transactions(t["pairs"], records=t.get("records"))
 
 
 def _errors(t, args):
@@ -61,9 +61,9 @@ def _latency(t, args):
 
 
 def _versions(t, args):
-    from .. import analysis
+    from ..analysis import compatibility
 
-    return analysis.compatibility(t["pairs"], broker=args.broker)
+    return compatibility(t["pairs"], broker=args.broker)
 
 
 def _doctor(t, args):
@@ -95,6 +95,7 @@ QUESTIONS = {
     "transactions": Question(
         "transactions: outcome, partitions, offsets, records, markers",
         _transactions,
+        tables=("pairs", "records"),
         records="full",
     ),
     "errors": Question(

@@ -7,7 +7,7 @@ from collections import Counter
 import pandas as pd
 
 from .._frames import api_rows, body, has, scope, when
-from ..groups import generation_rounds, round_members
+from ..groups import GROUP_APIS, generation_rounds, round_members
 from ..lag import lag
 from . import Finding
 
@@ -16,18 +16,7 @@ STORM_ROUNDS = 3
 STORM_TIMEOUTS = 2
 COORDINATOR_ERRORS = ("NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE")
 #: The group APIs a coordinator answers (FindCoordinator finds it).
-COORDINATOR_APIS = (
-    "FindCoordinator",
-    "JoinGroup",
-    "SyncGroup",
-    "Heartbeat",
-    "LeaveGroup",
-    "OffsetCommit",
-    "OffsetFetch",
-    "TxnOffsetCommit",
-    "DescribeGroups",
-    "ConsumerGroupHeartbeat",
-)
+COORDINATOR_APIS = (*GROUP_APIS, "DescribeGroups")
 #: Fewest lag samples of a partition to tell a trend.
 LAG_SAMPLES = 4
 
