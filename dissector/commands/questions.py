@@ -150,10 +150,11 @@ QUESTIONS = {
         _doctor,
         tables=("pairs", "streams", "partitions", "records"),
         description="What the captures show went wrong, or is worth knowing: one finding per "
-        "problem, with who, when, a sentence to act on and the frames that prove it. Exit "
-        "status 1 when a finding is of severity error, 0 otherwise (2 for a bad input).",
+        "problem, with who, when, a sentence to act on and the frames that prove it. Record "
+        "sets are read as batches; --records full also reads every record (the records an "
+        "aborted read handed over are then counted from them). Exit status 1 when a finding "
+        "is of severity error, 0 otherwise (2 for a bad input).",
         formats=("text", "json", "csv"),
-        records="full",
         failed=_has_error,
     ),
 }
