@@ -3,6 +3,7 @@
 A response carries no API key or version, so it is decoded with those of its request.
 """
 
+import heapq
 from collections import deque
 
 from ..errors import DecodeError
@@ -63,6 +64,55 @@ def decodes_fully(data):
     return messages.decodes_exactly(messages.decode_request, data, Context())
 
 
+class Waiting(deque):
+    """The requests waiting on one correlation id, oldest first, and what re-finding frame
+    boundaries asks of them per (api key, version): how many wait and the earliest time one
+    was complete. A candidate response is then checked once per kind, not once per request
+    (ids may repeat: an attacker's 100,000 requests on one id would otherwise cost 100,000
+    decodes at every byte tried)."""
+
+    def __init__(self):
+        super().__init__()
+        self.kinds = {}  # (api_key, api_version) -> [count, heap of (last_ts, n, request)]
+        self.gone = set()  # ids of requests left but still in a heap (deleted lazily)
+        self.added = 0
+
+    def append(self, req):
+        super().append(req)
+        kind = self.kinds.setdefault((req.api_key, req.api_version), [0, []])
+        kind[0] += 1
+        self.added += 1
+        heapq.heappush(kind[1], (req.frame.last_ts, self.added, req))
+
+    def popleft(self):
+        req = super().popleft()
+        self._forget(req)
+        return req
+
+    def remove(self, req):
+        super().remove(req)
+        self._forget(req)
+
+    def _forget(self, req):
+        key = (req.api_key, req.api_version)
+        kind = self.kinds[key]
+        kind[0] -= 1
+        if not kind[0]:
+            del self.kinds[key]
+            self.gone.difference_update(id(item[2]) for item in kind[1])
+            return
+        self.gone.add(id(req))
+
+    def earliest(self):
+        """(api_key, earliest last_ts, a request) per kind waiting."""
+        out = []
+        for (key, _), (_, heap) in self.kinds.items():
+            while id(heap[0][2]) in self.gone:
+                self.gone.discard(id(heapq.heappop(heap)[2]))
+            out.append((key, heap[0][0], heap[0][2]))
+        return out
+
+
 class ModernSession:
     PROTOCOL = PROTOCOL
 
@@ -95,12 +145,19 @@ class ModernSession:
         request: its correlation id waits, its request was captured before it, its size is
         believable for that API, and when the whole frame is at hand, it decodes as one."""
         queue = self.pending.get(corr)
-        candidates = list(queue) if queue else [r for r in self.silent if r.correlation_id == corr]
+        if queue:
+            kinds = queue.earliest()
+        else:  # acks=0 requests: a bounded window (SILENT_WINDOW)
+            kinds = [
+                (r.api_key, r.frame.last_ts, r) for r in self.silent if r.correlation_id == corr
+            ]
+        # The size and the decoding depend on the api key and version only: many requests
+        # waiting on one id cost one check a kind.
         return any(
-            req.frame.last_ts <= ts
-            and (size <= self.SMALL_RESPONSE or req.api_key in self.LARGE_RESPONSES)
+            first_ts <= ts
+            and (size <= self.SMALL_RESPONSE or key in self.LARGE_RESPONSES)
             and (whole is None or self._decodes_as_response(req, whole))
-            for req in candidates
+            for key, first_ts, req in kinds
         )
 
     @staticmethod
@@ -194,7 +251,7 @@ class ModernSession:
         self.sent.append(req)
         waiting = self.pending.get(req.correlation_id)
         if waiting is None:
-            self.pending[req.correlation_id] = waiting = deque()
+            self.pending[req.correlation_id] = waiting = Waiting()
         waiting.append(req)
         return []
 
