@@ -8,7 +8,7 @@ from collections import deque
 
 from ..errors import DecodeError
 from ..framing import CutFrame
-from ..protocol import messages, sasl, schema
+from ..protocol import envelope, messages, sasl, schema
 from ..protocol.apikeys import (
     CREATE_TOPICS,
     ENVELOPE,
@@ -43,10 +43,12 @@ EARLY_WINDOW = 200_000_000
 EARLY_LIMIT = 64
 
 # APIs whose bodies the session reads as they pass (what connections learn from each other,
-# SASL state, secrets to redact): decoded at once. Every other body is scanned for what the
-# columns need and decoded in full only when it is read.
+# SASL state, secrets to redact, Envelope's forwarded requests): decoded at once. Every other
+# body is scanned for what the columns need and decoded in full only when it is read.
 EAGER = (
-    frozenset({METADATA, CREATE_TOPICS, SASL_HANDSHAKE, SASL_AUTHENTICATE} | GROUP_PROTOCOL)
+    frozenset(
+        {METADATA, CREATE_TOPICS, SASL_HANDSHAKE, SASL_AUTHENTICATE, ENVELOPE} | GROUP_PROTOCOL
+    )
     | sasl.SECRET_APIS
 )
 
@@ -128,7 +130,9 @@ class ModernSession:
         # Produce requests with acks=0 expect no response, but some brokers answer them:
         # the newest are kept until a later response proves theirs will not come.
         self.silent = deque()
-        self.mechanism = None  # SASL mechanism named by the last SaslHandshake
+        # The SASL mechanism the broker accepted in the last SaslHandshake; None before its
+        # answer or after a refusal: tokens are then read as unknown, opaque.
+        self.mechanism = None
         self.raw_sasl = False  # after a SaslHandshake v0: raw SASL tokens, no Kafka headers
         self.raw_pending = deque()
         self.client_id = None  # of the last request: raw SASL tokens have no header
@@ -204,13 +208,15 @@ class ModernSession:
             body, ctx, reason = self._decode(key, "request", version, frame, end)
             if body is not None and reason is None:  # learn only from whole bodies
                 self.directory.learn(key, body, None)
-                if key == SASL_HANDSHAKE:
-                    self.mechanism = body.get("Mechanism")
-                elif key in GROUP_PROTOCOL:
+                if key in GROUP_PROTOCOL:
                     group = self.directory.group_type(key, body, None)
                     decode_group_protocol(key, body, None, group)
+            if key == SASL_HANDSHAKE:  # what the client asks for is not settled yet
+                self.mechanism = None
             if body is not None:
                 sasl.redact_body(key, body, self.mechanism, True, self.show_secrets)
+                if key == ENVELOPE:
+                    envelope.open_request(body, self.show_secrets)
         else:
             body, ctx, reason = self._scan(key, "request", version, frame, end)
         topics, names = self._topics(ctx)
@@ -395,10 +401,15 @@ class ModernSession:
                 if key in GROUP_PROTOCOL:
                     group = self.directory.group_type(key, req.body, body)
                     decode_group_protocol(key, None, body, group)
-                elif key == SASL_HANDSHAKE and version == 0 and not body.get("ErrorCode"):
-                    self.raw_sasl = True
+                elif key == SASL_HANDSHAKE:
+                    self.mechanism = sasl.accepted_mechanism(req.body, body)
+                    self.raw_sasl = version == 0 and not body.get("ErrorCode")
+            elif key == SASL_HANDSHAKE:  # an answer that does not decode settles nothing
+                self.mechanism = None
             if body is not None:
                 sasl.redact_body(key, body, self.mechanism, False, self.show_secrets)
+                if key == ENVELOPE:
+                    envelope.open_response(req.body, body, self.show_secrets)
         else:
             body, ctx, reason = self._scan(key, "response", version, frame, pos)
         throttle = ctx.fields.get("ThrottleTimeMs") if body is not None else None
