@@ -3,8 +3,11 @@ capture, with the `analyze` summary of each capture."""
 
 import argparse
 import contextlib
+import logging
+import os
 import re
 import sys
+import threading
 import warnings
 
 from ..arguments import add_dissection_arguments, dissection_options
@@ -84,18 +87,70 @@ def session(master, conf=()):
         builder = builder.config(key, value)
     if master:
         builder = builder.master(master)
-    spark = builder.getOrCreate()
+    with _jvm_stderr_filtered():
+        spark = builder.getOrCreate()
     if not spark.sparkContext.master.startswith("local"):
         ship(spark)  # executors elsewhere may not have the package installed
     return spark
 
 
 def run(args, spark=None):
-    """The subcommand; a failed Spark job comes back as one line (`spark_errors`)."""
-    with spark_errors(), warnings.catch_warnings():
+    """The subcommand; a failed Spark job comes back as one line (`spark_errors`), with
+    nothing else on stderr: pyspark's warnings and py4j's and pyspark's loggers are silenced,
+    and the JVM the command starts writes only its progress bar there."""
+    with spark_errors(), warnings.catch_warnings(), _loggers_silenced("py4j", "pyspark"):
         # the reader's warnings are printed as `analyze` does
         warnings.filterwarnings("ignore", category=UserWarning, module=r"dissector\.")
+        warnings.filterwarnings("ignore", module=r"pyspark\.")
         return _run(args, spark)
+
+
+@contextlib.contextmanager
+def _loggers_silenced(*names):
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
+# The JVM's console progress bar: a carriage return, the bar, and a line of spaces to clear it.
+_PROGRESS = re.compile(rb"\r\[Stage [^\r\n]*|\r +\r")
+
+
+@contextlib.contextmanager
+def _jvm_stderr_filtered():
+    """A JVM started inside (pyspark launches it with our stderr) gets a pipe for its stderr,
+    which a thread drains, passing on the progress bar only: Spark's log lines, the stack
+    traces of a failed task and the JVM's own notices would bury the one line that says what
+    failed. Our own stderr is ours again once the JVM has started."""
+    sys.stderr.flush()
+    read_end, write_end = os.pipe()
+    ours = os.dup(2)
+    try:
+        os.dup2(write_end, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(ours, 2)
+        os.close(write_end)
+    threading.Thread(
+        target=_pass_progress, args=(read_end, ours), daemon=True, name="spark-stderr"
+    ).start()
+
+
+def _pass_progress(read_end, ours):
+    """Drain the JVM's stderr until it exits, writing the progress bar's pieces to `ours`."""
+    with os.fdopen(read_end, "rb", buffering=0) as pipe, os.fdopen(ours, "wb", 0) as out:
+        while chunk := pipe.read(65536):
+            bar = b"".join(_PROGRESS.findall(chunk))
+            if bar:
+                with contextlib.suppress(OSError):  # our stderr gone: keep draining
+                    out.write(bar)
 
 
 @contextlib.contextmanager
