@@ -445,12 +445,12 @@ def test_conf_is_key_equals_value_repeatable(capsys):
 # creating this process's session with --conf.
 
 
-def _command(capture, out):
+def _command(capture, out, *more):
     """`kafka-dissect spark CAPTURE -o OUT`, running in a process of its own."""
     command = [shutil.which("kafka-dissect") or sys.executable]
     if command[0] == sys.executable:
         command += ["-m", "dissector.cli"]
-    command += ["spark", str(capture), "-o", str(out), *QUICK]
+    command += ["spark", str(capture), "-o", str(out), *QUICK, *more]
     # This tree's package, wherever the console script was installed from.
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     return subprocess.Popen(
@@ -506,8 +506,9 @@ def bad_record(tmp_path_factory):
     data[pos + 8 : pos + 12] = (1 << 30).to_bytes(4, "little")
     bad = tmp / "bad.pcap"
     bad.write_bytes(bytes(data))
-    with _running(_command(bad, tmp / "out")) as proc:
-        yield bad, pos, proc
+    log = tmp / "spark.log"
+    with _running(_command(bad, tmp / "out", "--spark-log", str(log))) as proc:
+        yield bad, pos, proc, log
 
 
 @pytest.fixture(scope="module")
@@ -624,11 +625,12 @@ def test_not_a_capture_is_one_line_and_status_2(not_a_capture, capsys):
 
 def test_an_error_in_a_task_is_one_line_and_nothing_else(bad_record):
     """The job fails in a task: Spark's logs of it (the task's Python traceback, the executor's
-    and the task set manager's errors, Java stack traces) stay off stderr."""
-    bad, offset, proc = bad_record
+    and the task set manager's errors, Java stack traces) stay off stderr, in --spark-log."""
+    bad, offset, proc, log = bad_record
     err = _ended(proc)
+    message = f"{bad}: frame 12, offset {offset}: record claims 1073741824 captured bytes"
     assert proc.returncode == 2, err
-    assert err.splitlines() == [
-        f"kafka-dissect: error: {bad}: frame 12, offset {offset}: record claims 1073741824 "
-        "captured bytes"
-    ]
+    assert err.splitlines() == [f"kafka-dissect: error: {message}"]
+    text = log.read_text()
+    assert f"dissector.errors.CaptureError: {message}" in text
+    assert "ERROR Executor: Exception in task" in text
