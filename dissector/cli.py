@@ -106,7 +106,7 @@ def analyze(args):
                 f"examined, {stats['kafka_connections']} Kafka, {exchanges_seen} exchanges"
             )
             print(summary.text(title))
-            for line in capture_notes(stats):
+            for line in capture_notes(stats, args.port):
                 print(line)
             print()
     finally:

@@ -1,7 +1,15 @@
 """Capture reading: pcap and pcapng byte by byte, gzip, truncation and corrupt input."""
 
+import contextlib
 import gzip
+import os
+import shlex
+import shutil
 import struct
+import subprocess
+import sys
+import threading
+from pathlib import Path
 
 import pytest
 
@@ -286,6 +294,82 @@ def test_gzip_corrupt_checksum(tmp_path):
 def test_gzip_of_garbage(tmp_path):
     with pytest.raises(CaptureError, match="frame 1, offset 0"):
         open_capture(write(tmp_path, gzip.compress(b"hello world, no capture here"), "g.gz"))
+
+
+# ---------------------------------------------------------------- streams that cannot seek
+
+SAMPLE = Path(__file__).resolve().parent.parent / "captures" / "kafka-python.pcap"
+
+
+@contextlib.contextmanager
+def fifo(tmp_path, content):
+    """A FIFO a thread writes `content` into: a path that cannot be seeked."""
+    path = tmp_path / "fifo"
+    os.mkfifo(path)
+
+    def write_all():
+        with open(path, "wb") as f:
+            f.write(content)
+
+    writer = threading.Thread(target=write_all, daemon=True)
+    writer.start()
+    try:
+        yield path
+    finally:
+        writer.join(timeout=10)
+
+
+def _pcapng_of(packets):
+    content = shb() + idb(1, tsresol=9)
+    return content + b"".join(epb(0, p.ts, p.data, p.wirelen) for p in packets)
+
+
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
+@pytest.mark.parametrize("compress", [False, True], ids=["plain", "gzip"])
+def test_a_fifo_is_read_as_a_stream(tmp_path, fmt, compress):
+    """A FIFO by path (as /dev/stdin and a shell's <(...) are) is read as it comes, never
+    seeked: gzip or not, pcap or pcapng, the packets of the file."""
+    with open_capture(SAMPLE) as r:
+        expected = list(r)
+    content = SAMPLE.read_bytes() if fmt == "pcap" else _pcapng_of(expected)
+    if compress:
+        content = gzip.compress(content)
+    with fifo(tmp_path, content) as path, open_capture(path) as r:
+        assert (r.format, r.compressed, r.total_bytes) == (fmt, compress, None)
+        packets = list(r)
+        assert r.bytes_read == len(content)
+    assert [(p.frame, p.ts, p.data, p.wirelen) for p in packets] == [
+        (p.frame, p.ts, p.data, p.wirelen) for p in expected
+    ]
+
+
+def test_gzip_through_stdin_and_process_substitution(tmp_path):
+    """`analyze /dev/stdin` and `analyze <(zcat ...)`-like inputs with a gzip capture: the
+    summary of the file (it was `internal error: OSError: Illegal seek`)."""
+    gz = write(tmp_path, gzip.compress(SAMPLE.read_bytes()), "k.pcap.gz")
+    command = [sys.executable, "-m", "dissector", "analyze", "--no-progress"]
+    res = subprocess.run([*command, str(gz)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    _, *summary = res.stdout.splitlines()
+    with open(gz, "rb") as stdin:
+        res = subprocess.run(
+            [*command, "/dev/stdin"], stdin=stdin, capture_output=True, text=True, timeout=120
+        )
+    assert (res.returncode, res.stderr) == (0, "")
+    assert res.stdout.splitlines()[1:] == summary
+    pipe = subprocess.Popen(["cat", str(gz)], stdout=subprocess.PIPE)  # /dev/stdin as a pipe
+    res = subprocess.run(
+        [*command, "/dev/stdin"], stdin=pipe.stdout, capture_output=True, text=True, timeout=120
+    )
+    pipe.wait()
+    assert (res.returncode, res.stderr) == (0, "")
+    assert res.stdout.splitlines()[1:] == summary
+    if shutil.which("bash"):  # <(...): a pipe named /dev/fd/N
+        script = " ".join(shlex.quote(a) for a in command) + f" <(cat {shlex.quote(str(gz))})"
+        res = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120)
+        assert (res.returncode, res.stderr) == (0, "")
+        title, *rest = res.stdout.splitlines()
+        assert title.startswith("/dev/fd/") and rest == summary
 
 
 # ---------------------------------------------------------------- truncation

@@ -66,7 +66,7 @@ def check_accounting(framer, items, fed):
 
 def test_many_frames_in_one_chunk():
     bodies = [body(n, n) for n in (0, 1, 5, 100, 3)]
-    f = Framer()
+    f = Framer(min_frame=0)  # frames of any size, as a protocol without a header would have
     items = f.feed(b"".join(fr(b) for b in bodies), 7, 70)
     assert [x.data for x in items] == bodies
     assert [x.offset for x in items] == [0, 4, 9, 18, 122]
@@ -261,6 +261,7 @@ def test_frame_data_is_bytes():
     b = body(3000)
     items = run(f, chunks(fr(b), [1000]))
     assert type(items[0].data) is bytes and items[0].data == b
+    f.min_frame = 0
     items = run(f, [fr(b"ab") + fr(b"cd")])
     assert all(type(x.data) is bytes for x in items)
 
@@ -273,7 +274,7 @@ frame_sizes = st.lists(st.integers(0, 3000), min_size=0, max_size=25)
 def test_any_chunking_yields_the_same_frames(sizes, cuts):
     bodies = [body(n, i) for i, n in enumerate(sizes)]
     data = b"".join(fr(b) for b in bodies)
-    f = Framer()
+    f = Framer(min_frame=0)
     items = run(f, chunks(data, cuts))
     assert [x.data for x in items] == bodies
     assert all(isinstance(x, Frame) for x in items)
@@ -314,7 +315,9 @@ def test_gaps_and_junk_keep_the_accounts(sizes, cuts, holes, junk, synced):
             pieces[index : index + 1] = [piece[cut:], cut if known else 0]
             fed -= cut
     pieces = [p for p in pieces if not isinstance(p, bytes) or p]
-    f = Framer(max_frame=1000, is_frame_start=starts_with_magic, synced=synced and not junk)
+    f = Framer(
+        max_frame=1000, is_frame_start=starts_with_magic, synced=synced and not junk, min_frame=0
+    )
     items = run(f, pieces)
     check_accounting(f, items, fed)
     # Frames found are frames that were sent.
@@ -357,3 +360,78 @@ def test_bytes_left_in_their_packet_frame_as_copies_do(sizes, cuts, heads, synce
         copied.bytes_skipped,
         copied.frames,
     )
+
+
+# ---------------------------------------------------------------- frames too small
+
+
+def test_a_run_of_frames_too_small_is_skipped_not_framed():
+    """Zeros read as size prefixes are frames of nothing: a run of them is a framing error,
+    skipped as bytes; framing goes on at the next frame start."""
+    a, b = body(10, 1), body(10, 2)
+    data = fr(a) + bytes(1000) + fr(b)
+    f = Framer(is_frame_start=starts_with_magic)
+    items = run(f, chunks(data, [1448]))
+    assert items == [
+        Frame(a, 0, 1, 10, 1, 10),
+        Skipped(14, 1000, "bad-size", 1, 10),
+        Frame(b, 1014, 1, 10, 1, 10),
+    ]
+    assert (f.frames, f.bytes_framed, f.bytes_skipped) == (2, 28, 1000)
+    check_accounting(f, items, len(data))
+    # Without a way to find a frame start, all that follows is skipped, still not framed.
+    f = Framer()
+    items = run(f, [data])
+    assert items == [Frame(a, 0, 1, 10, 1, 10), Skipped(14, 1014, "bad-size", 1, 10)]
+    check_accounting(f, items, len(data))
+
+
+def test_a_frame_too_small_on_its_own_is_a_frame():
+    """The empty token a broker answers a raw SASL PLAIN login with, a 0.7 response that is
+    only its error code: a small frame followed by a larger one, or by nothing yet."""
+    a = body(10, 1)
+    for small in (b"", b"\x00\x01"):
+        f = Framer(is_frame_start=starts_with_magic)
+        assert run(f, [fr(small) + fr(a)]) == [
+            Frame(small, 0, 1, 10, 1, 10),
+            Frame(a, 4 + len(small), 1, 10, 1, 10),
+        ]
+        f = Framer(is_frame_start=starts_with_magic)
+        assert run(f, [fr(small), fr(small) + fr(a)]) == [
+            Frame(small, 0, 1, 10, 1, 10),
+            Frame(small, 4 + len(small), 2, 20, 2, 20),
+            Frame(a, 8 + 2 * len(small), 2, 20, 2, 20),
+        ]
+    # as the size prefix split across packets is
+    f = Framer(is_frame_start=starts_with_magic)
+    assert run(f, [b"\x00\x00", b"\x00\x00" + fr(a)]) == [
+        Frame(b"", 0, 1, 10, 2, 20),
+        Frame(a, 4, 2, 20, 2, 20),
+    ]
+    f = Framer(is_frame_start=starts_with_magic)
+    items = run(f, [b"\x00\x00", bytes(100) + fr(a)])
+    assert items == [Skipped(0, 102, "bad-size", 1, 10), Frame(a, 102, 2, 20, 2, 20)]
+    # the floor is the framer's to change: none, and every empty frame is a frame
+    f = Framer(min_frame=0)
+    assert run(f, [bytes(12)]) == [Frame(b"", i, 1, 10, 1, 10) for i in (0, 4, 8)]
+
+
+def test_a_search_passes_over_zeros_without_checking_them():
+    """Searching, a run of zeros costs no check of a frame start and no step per byte: 4 MiB
+    of them, then a frame, found with one check."""
+    calls = []
+
+    def check(buf, pos, size, ts=None):
+        calls.append(size)
+        return starts_with_magic(buf, pos, size)
+
+    a = body(10, 1)
+    data = bytes(4 << 20) + fr(a)
+    f = Framer(is_frame_start=check, synced=False)
+    items = run(f, chunks(data, [1448]))
+    assert [x for x in items if isinstance(x, Frame)] == [
+        Frame(a, 4 << 20, 2897, 28970, 2897, 28970)
+    ]
+    assert calls == [10]
+    assert f.bytes_skipped == 4 << 20
+    check_accounting(f, items, len(data))

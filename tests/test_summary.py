@@ -1,12 +1,15 @@
 """The streamed summary: exact percentiles while few, bounded after, summaries that merge."""
 
 import random
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
+from synth import Capture, Connection
 
 import dissector
-from dissector.tables.summary import Distribution, Summary
+from dissector.tables.summary import Distribution, Summary, capture_notes
 
 SAMPLE = "captures/confluent-kafka.pcap"
 
@@ -60,3 +63,47 @@ def test_summaries_of_parts_merge_into_the_whole():
     assert sum(big.buckets.values()) == big.count  # every value counted once
     truth = pd.Series([float(p * 10 + x % 7 + 1) for p in range(3) for x in range(big.count // 3)])
     assert big.quantile(0.5) == pytest.approx(truth.quantile(0.5), rel=0.011)
+
+
+# ---------------------------------------------------------------- notes on the capture
+
+HINT = (
+    "hint: no connection was taken as Kafka; name the broker ports with --port to dissect "
+    "connections whose traffic does not show it"
+)
+
+
+def _ssh_capture(path):
+    """One connection to port 22 that speaks SSH: no Kafka frame in it."""
+    cap = Capture()
+    conn = Connection(cap, broker=("10.0.0.1", 22))
+    conn.send("b", b"SSH-2.0-OpenSSH_9.6\r\n")
+    conn.send("c", b"SSH-2.0-OpenSSH_9.6\r\n" + bytes(range(64)))
+    conn.close()
+    return cap.write_pcap(path)
+
+
+def _notes(*args):
+    res = subprocess.run(
+        [sys.executable, "-m", "dissector", "analyze", *map(str, args), "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    return res.stdout.splitlines()
+
+
+def test_the_port_hint_only_when_no_port_was_given(tmp_path):
+    path = _ssh_capture(tmp_path / "ssh.pcap")
+    notes = _notes(path)
+    assert "not Kafka: 1 TCP connections (ports 22)" in notes
+    assert HINT in notes
+    # --port 22 was given, and the connection did not speak Kafka: the hint has nothing to add
+    notes = _notes(path, "--port", "22")
+    assert "not Kafka: 1 TCP connections (ports 22)" in notes
+    assert HINT not in notes
+    stats = {"not_kafka_ports": ["22"], "kafka_connections": 0, "gaps": 0, "cut_packets": 0}
+    stats["bytes_skipped"] = 0
+    assert capture_notes(stats) == ["not Kafka: 1 TCP connections (ports 22)", HINT]
+    assert capture_notes(stats, [22]) == ["not Kafka: 1 TCP connections (ports 22)"]

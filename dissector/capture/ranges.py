@@ -22,14 +22,13 @@ file, with frame numbers counted from the start of the file. gzip-compressed fil
 entered in the middle: they are one range, read from the start.
 """
 
-import gzip
 import os
 import struct
 from dataclasses import dataclass, field
 
 from dissector.capture import pcap, pcapng
 from dissector.capture.packet import Packet
-from dissector.capture.reader import GZIP_MAGIC, Source, parse
+from dissector.capture.reader import GZIP_MAGIC, Inflated, Source, parse
 from dissector.errors import CaptureError
 
 CHAIN = 8  # consecutive consistent headers that make a boundary
@@ -429,7 +428,7 @@ def range_packets(piece, warnings=None, first_of_linktype=None):
         if piece.compressed:
             raw = f.read(2)
             f.seek(0)
-            stream = gzip.GzipFile(fileobj=f, mode="rb") if raw == GZIP_MAGIC else f
+            stream = Inflated(f, f.tell) if raw == GZIP_MAGIC else f
             shift = 0
         else:
             stream = _PieceStream(f, piece.prefix, piece.start, piece.stop)

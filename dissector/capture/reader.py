@@ -2,6 +2,7 @@
 
 import gzip
 import os
+import stat
 import sys
 import zlib
 from collections.abc import Iterator
@@ -20,6 +21,11 @@ CHUNK = 64 * 1024
 STREAM_CHUNK = 1024 * 1024
 MAX_READ = 16 * 1024 * 1024  # largest single read, whatever a record claims
 GZIP_MAGIC = b"\x1f\x8b"
+# A gzip capture may expand to at most this many times the compressed bytes read, once past
+# MIN_INFLATED: captures of real traffic compress 4 to 20 times, deflate at most 1032 times,
+# so that a megabyte of gzip cannot hold a gigabyte of capture to dissect.
+MAX_GZIP_RATIO = 100
+MIN_INFLATED = 64 * 1024 * 1024
 
 # Said once per file, at its first such packet (a file read in pieces says it once too).
 CLAMPED = "timestamp out of range"
@@ -68,6 +74,8 @@ class Source:
                 self.eof = True
                 self.cut_short = True
                 break
+            except Bomb as e:
+                raise CaptureError(self.path, str(e), frame, offset) from None
             except (OSError, zlib.error) as e:
                 # Corrupt compressed data: the bytes before it are good, so the error is raised
                 # once they are used up, naming the first frame that cannot be read.
@@ -115,13 +123,48 @@ class Source:
         return TS_MAX if ts > TS_MAX else TS_MIN
 
 
+class Bomb(Exception):
+    """A compressed capture expanding past its bound."""
+
+
+class Inflated:
+    """A gzip stream that expands to at most `ratio` times the compressed bytes read, once
+    past `floor` bytes; `compressed()` tells how many were read. Only read1 is used (Source)."""
+
+    def __init__(self, fileobj, compressed, ratio=MAX_GZIP_RATIO, floor=MIN_INFLATED):
+        self._gz = gzip.GzipFile(fileobj=fileobj, mode="rb")
+        self._compressed = compressed
+        self.ratio = ratio
+        self.floor = floor
+        self.inflated = 0
+
+    def read1(self, n: int = -1) -> bytes:
+        data = self._gz.read1(n)
+        self.inflated += len(data)
+        if self.inflated > self.floor:
+            read = self._compressed()
+            if self.inflated > self.ratio * read:
+                raise Bomb(
+                    f"decompression bomb: the gzip stream expands past {self.ratio} times "
+                    f"its compressed size ({self.inflated} bytes from {read})"
+                )
+        return data
+
+    read = read1
+
+    def close(self) -> None:
+        self._gz.close()
+
+
 class StreamInput:
     """A pipe or other unseekable binary stream, read as it comes: each read returns what one
     system call delivers, so packets reach the parser as soon as the writer flushes them.
-    Bytes given back with `unread` (those read to sniff the format) are served first."""
+    Bytes given back with `unread` (those read to sniff the format) are served first. `owned`:
+    close() closes the stream too (a FIFO opened by path)."""
 
-    def __init__(self, raw):
+    def __init__(self, raw, owned=False):
         self._raw = raw
+        self._owned = owned
         self._head = b""
         self._read1 = getattr(raw, "read1", raw.read)
         self.bytes_read = 0
@@ -146,6 +189,8 @@ class StreamInput:
 
     def close(self) -> None:
         self.closed = True
+        if self._owned:
+            self._raw.close()
 
 
 class PacketReader:
@@ -160,32 +205,34 @@ class PacketReader:
     timestamp out of range), one line each, naming the file, frame and offset. Iterate once;
     use as a context manager.
 
-    `path` may also be "-" (standard input) or a binary file object such as a pipe: the stream
-    is read as it comes, never seeked; `total_bytes` is then None. A file object passed in is
-    not closed by close(); `name` names it in messages.
+    `path` may also be "-" (standard input), a path that is no regular file (a FIFO,
+    /dev/stdin, a shell's `<(...)`) or a binary file object such as a pipe: the stream is read
+    as it comes, never seeked; `total_bytes` is then None. A file object passed in is not
+    closed by close(); `name` names it in messages. A gzip capture expands to at most
+    `max_ratio` times its compressed size (past 64 MiB): beyond, a CaptureError.
     """
 
-    def __init__(self, path, name: str | None = None):
+    def __init__(self, path, name: str | None = None, max_ratio: int = MAX_GZIP_RATIO):
         self.warnings: list[str] = []
         self.format = ""  # "pcap" or "pcapng"
         self.compressed = False
-        self._owned = True
+        self.max_ratio = max_ratio
+        self._seekable = False  # a regular file, read in chunks and seeked back after sniffing
         self._src: Source | None = None
         self.total_bytes: int | None = None
         if hasattr(path, "read"):
             self.path = name or str(getattr(path, "name", "<stream>"))
-            self._owned = False
             self._raw = StreamInput(path)
         elif os.fspath(path) == "-":
             self.path = name or "<stdin>"
-            self._owned = False
             self._raw = StreamInput(sys.stdin.buffer)
         else:
             self.path = os.fspath(path)
-            self._raw = open(self.path, "rb", buffering=0)  # noqa: SIM115 - closed by close()
+            self._raw = _opened_file(self.path)
+            self._seekable = not isinstance(self._raw, StreamInput)
         self._stream = self._raw
         try:
-            if self._owned:
+            if self._seekable:
                 self.total_bytes = os.fstat(self._raw.fileno()).st_size
             self._packets = self._open()
         except BaseException:
@@ -195,7 +242,7 @@ class PacketReader:
     def _head(self) -> bytes:
         """The first bytes, enough to tell the format: a pipe may deliver fewer at a time."""
         head = self._raw.read(CHUNK)
-        if self._owned:
+        if self._seekable:
             return head
         while head and len(head) < pcap.FILE_HEADER_LEN:
             more = self._raw.read(CHUNK)
@@ -209,13 +256,13 @@ class PacketReader:
         if not head:
             raise CaptureError(self.path, "empty file, not a capture", frame=1, offset=0)
         if head[:2] == GZIP_MAGIC:
-            if self._owned:
+            if self._seekable:
                 self._raw.seek(0)
             else:
                 self._raw.unread(head)  # decompressed from the start, as a file seeked back
-            self._stream = gzip.GzipFile(fileobj=self._raw, mode="rb")
+            self._stream = Inflated(self._raw, self._compressed_read, self.max_ratio)
             self.compressed = True
-        chunk = CHUNK if self._owned else STREAM_CHUNK
+        chunk = CHUNK if self._seekable else STREAM_CHUNK
         src = self._src = Source(self.path, self._stream, self.warnings, chunk)
         if self.compressed:
             head = src.refill(b"", 0, pcap.FILE_HEADER_LEN, 1, 0)
@@ -239,11 +286,14 @@ class PacketReader:
 
     @property
     def bytes_read(self) -> int:
-        if not self._owned:
+        if not self._seekable:
             return self._raw.bytes_read
         if self._raw.closed:
             return self.total_bytes
         return self._raw.tell()
+
+    def _compressed_read(self) -> int:
+        return self.bytes_read
 
     def close(self) -> None:
         if self._stream is not self._raw:
@@ -269,10 +319,23 @@ def parse(src: Source, head: bytes) -> tuple[str, Iterator[Packet]]:
     raise CaptureError(src.path, reason, frame=1, offset=0)
 
 
-def open_capture(path, name: str | None = None) -> PacketReader:
+def _opened_file(path: str):
+    """A file opened by path: a regular file as it is, anything else (a FIFO, a terminal, a
+    process substitution's pipe) as a stream that is never seeked."""
+    f = open(path, "rb", buffering=0)  # noqa: SIM115 - closed by PacketReader.close()
+    try:
+        regular = stat.S_ISREG(os.fstat(f.fileno()).st_mode)
+    except BaseException:
+        f.close()
+        raise
+    return f if regular else StreamInput(f, owned=True)
+
+
+def open_capture(path, name: str | None = None, max_ratio: int = MAX_GZIP_RATIO) -> PacketReader:
     """Open a pcap or pcapng capture, plain or gzip-compressed; CaptureError if it is neither.
 
     `path` is a file path, "-" for standard input, or a readable binary stream (a pipe),
-    which is read as it comes; `name` names a stream in messages.
+    which is read as it comes; `name` names a stream in messages. `max_ratio`: how many times
+    its compressed size a gzip capture may expand (see PacketReader).
     """
-    return PacketReader(path, name)
+    return PacketReader(path, name, max_ratio)

@@ -11,10 +11,17 @@ from typing import NamedTuple
 from dissector.tuples import new as _new  # a NamedTuple from its fields, a C call
 
 DEFAULT_MAX_FRAME = 256 << 20
+# The smallest Kafka header: a response's correlation id. A smaller frame is believed only on
+# its own (the empty token a broker answers a raw SASL PLAIN login with, a 0.7 response that
+# is just its error code): one followed by another is a run of bytes that hold no frames.
+DEFAULT_MIN_FRAME = 4
 DEFAULT_MAX_SEARCH = 1 << 20  # skipped bytes reported at least this often while searching
 DEFAULT_LOOKAHEAD = 64  # body bytes a frame-start check gets to see, when the frame has them
 
 _i32 = struct.Struct(">i").unpack_from
+# A byte that is not zero: runs of zeros, which hold no size prefix of a frame large enough,
+# are passed over at the speed of the regex engine, not a candidate at a time.
+_NONZERO = re.compile(b"[^\\x00]")
 
 # Modes.
 _SYNC = 0  # at a frame boundary, nothing held
@@ -67,10 +74,16 @@ class Framer:
     given, tells that is_frame_start would refuse every candidate for now (a side that cannot
     hold a frame start yet): a search then skips the calls, with the same outcome.
     synced=False starts in search mode (the capture began mid-stream).
+
+    min_frame: the smallest body a frame of this side can have; a smaller one followed by
+    another such (in the bytes at hand) is a framing error, as is a frame start found while
+    searching that is smaller. It may be changed between calls, as what the side may send is
+    learnt.
     """
 
     __slots__ = (
         "max_frame",
+        "min_frame",
         "is_frame_start",
         "refuses",
         "max_search",
@@ -110,8 +123,10 @@ class Framer:
         synced=True,
         max_search=DEFAULT_MAX_SEARCH,
         lookahead=DEFAULT_LOOKAHEAD,
+        min_frame=DEFAULT_MIN_FRAME,
     ):
         self.max_frame = max(0, min(max_frame, 0x7FFFFFFF))
+        self.min_frame = min_frame
         self.is_frame_start = is_frame_start
         self.refuses = refuses
         self.max_search = max_search
@@ -344,6 +359,9 @@ class Framer:
                 self._lose("bad-size", skip_first=True)
                 break
             end = pos + 4 + size
+            if size < self.min_frame and self._tiny_run(data, end):
+                self._lose("bad-size", skip_first=True)
+                break
             if end > n:
                 self._mode = _BODY
                 self._chunks = [data[pos + 4 :]]
@@ -388,7 +406,11 @@ class Framer:
             return pos
         head = b"".join(p[0] for p in parts)
         size = _i32(head, 0)[0]
-        if size < 0 or size > self.max_frame:
+        if (
+            size < 0
+            or size > self.max_frame
+            or (size < self.min_frame and self._tiny_run(data, pos + size))
+        ):
             # Lost: search from the prefix's second byte, with the packets its bytes came in.
             self._hparts = None
             self._lose("bad-size", skip_first=True)
@@ -414,6 +436,10 @@ class Framer:
             self._size = size
             self._need = size
         return pos
+
+    def _tiny_run(self, data, end):
+        """Whether the frame too small that ends at data[end] is followed by another."""
+        return end + 4 <= len(data) and 0 <= _i32(data, end)[0] < self.min_frame
 
     def _end_cut(self, frame, ts, out):
         """The end of a cut frame: it goes out, after the skipped bytes of its hole."""
@@ -467,6 +493,7 @@ class Framer:
         end = len(sbuf)
         p = self._sscan
         mx = self.max_frame
+        mn = self.min_frame
         look = self.lookahead
         check = self.is_frame_start
         refused = self.refuses is not None and self.refuses()
@@ -485,7 +512,13 @@ class Framer:
             if size < 0 or size > mx:
                 p = q + 1
                 continue
-            if q + 4 + min(size, look) > end and not final:
+            if size < mn:
+                # Too small to start a frame, and so is every start inside the run of zeros
+                # from q on but the last three: go on from those.
+                z = _NONZERO.search(sbuf, q)
+                p = max(q + 1, (end if z is None else z.start()) - 3)
+                continue
+            if q + 4 + (size if size < look else look) > end and not final:
                 p = q
                 break
             if not refused and check(sbuf, q + 4, size, self._ts_at(q)):
@@ -516,8 +549,11 @@ class Framer:
 
     def _ts_at(self, q):
         """Capture time of the packet that brought byte q of the search buffer."""
-        ts = self._sfr[0][2]
-        for start, _, t in self._sfr:
+        fr = self._sfr
+        ts = fr[0][2]
+        if len(fr) == 1:  # most searches: a packet's bytes, nothing held back
+            return ts
+        for start, _, t in fr:
             if start > q:
                 break
             ts = t

@@ -3,8 +3,11 @@ capture, with the `analyze` summary of each capture."""
 
 import argparse
 import contextlib
+import logging
+import os
 import re
 import sys
+import threading
 import warnings
 
 from ..arguments import add_dissection_arguments, dissection_options
@@ -47,6 +50,13 @@ def add_parser(subparsers):
         help="a Spark setting for the session the command creates, e.g. "
         "spark.driver.memory=4g (repeatable)",
     )
+    p.add_argument(
+        "--spark-log",
+        default=None,
+        metavar="FILE",
+        help="append the output of the JVM the command starts (Spark's log, the stack traces "
+        "of failed tasks) to FILE; stderr shows only its progress bar",
+    )
     add_dissection_arguments(p)
     return p
 
@@ -61,10 +71,11 @@ def conf_setting(text):
     return key.strip(), value
 
 
-def session(master, conf=()):
+def session(master, conf=(), log=None):
     """A SparkSession for the command line (Spark's console progress bar on stderr), with the
     package sent to executors that are not local. conf: (key, value) pairs (or a dict) for the
-    builder; a session already running keeps its static settings (Spark's rule)."""
+    builder; a session already running keeps its static settings (Spark's rule). log: a file
+    the output of a JVM started here is appended to, else it is dropped."""
     from pyspark.sql import SparkSession
 
     from .ship import ship
@@ -84,18 +95,80 @@ def session(master, conf=()):
         builder = builder.config(key, value)
     if master:
         builder = builder.master(master)
-    spark = builder.getOrCreate()
+    with _jvm_stderr_filtered(log):
+        spark = builder.getOrCreate()
     if not spark.sparkContext.master.startswith("local"):
         ship(spark)  # executors elsewhere may not have the package installed
     return spark
 
 
 def run(args, spark=None):
-    """The subcommand; a failed Spark job comes back as one line (`spark_errors`)."""
-    with spark_errors(), warnings.catch_warnings():
+    """The subcommand; a failed Spark job comes back as one line (`spark_errors`), with
+    nothing else on stderr: pyspark's warnings and py4j's and pyspark's loggers are silenced,
+    and the JVM the command starts writes only its progress bar there."""
+    with spark_errors(), warnings.catch_warnings(), _loggers_silenced("py4j", "pyspark"):
         # the reader's warnings are printed as `analyze` does
         warnings.filterwarnings("ignore", category=UserWarning, module=r"dissector\.")
+        warnings.filterwarnings("ignore", module=r"pyspark\.")
         return _run(args, spark)
+
+
+@contextlib.contextmanager
+def _loggers_silenced(*names):
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
+# The JVM's console progress bar: a carriage return, the bar, and a line of spaces to clear it.
+_PROGRESS = re.compile(rb"\r\[Stage [^\r\n]*|\r +\r")
+
+
+@contextlib.contextmanager
+def _jvm_stderr_filtered(log=None):
+    """A JVM started inside (pyspark launches it with our stderr) gets a pipe for its stderr,
+    which a thread drains, passing on the progress bar only: Spark's log lines, the stack
+    traces of a failed task and the JVM's own notices would bury the one line that says what
+    failed. They go to the file `log`, if given. Our own stderr is ours again once the JVM
+    has started."""
+    sink = open(log, "ab", buffering=0) if log else None  # noqa: SIM115 - the thread closes it
+    sys.stderr.flush()
+    read_end, write_end = os.pipe()
+    ours = os.dup(2)
+    # Drained from the start: a JVM that fills the pipe while starting would wait for ever.
+    threading.Thread(
+        target=_pass_progress, args=(read_end, ours, sink), daemon=True, name="spark-stderr"
+    ).start()
+    try:
+        os.dup2(write_end, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(ours, 2)
+        os.close(write_end)
+
+
+def _pass_progress(read_end, ours, sink=None):
+    """Drain the JVM's stderr until it exits, writing the progress bar's pieces to `ours`
+    and everything to `sink`, if given."""
+    with (
+        os.fdopen(read_end, "rb", buffering=0) as pipe,
+        os.fdopen(ours, "wb", 0) as out,
+        sink or contextlib.nullcontext(),
+    ):
+        while chunk := pipe.read(65536):
+            bar = b"".join(_PROGRESS.findall(chunk))
+            with contextlib.suppress(OSError):  # a write failed: keep draining all the same
+                if bar:
+                    out.write(bar)
+                if sink is not None:
+                    sink.write(chunk)
 
 
 @contextlib.contextmanager
@@ -344,7 +417,8 @@ def _one_line(text):
 def _run(args, spark):
     from . import Dissected, register
 
-    spark = spark or session(args.master, getattr(args, "conf", None) or ())
+    conf = getattr(args, "conf", None) or ()
+    spark = spark or session(args.master, conf, getattr(args, "spark_log", None))
     register(spark)
     dissected = Dissected(
         spark,

@@ -280,16 +280,17 @@ class Summary:
         return "\n".join(lines)
 
 
-def capture_notes(stats):
+def capture_notes(stats, ports=()):
     """Lines on what the capture held besides exchanges: connections not taken as Kafka, by
     port, and what it lost (gaps, packets cut by the snap length, bytes skipped). `stats`:
-    the core's counters (Dissector.stats)."""
+    the core's counters (Dissector.stats); `ports`: the broker ports given (--port), after
+    which the hint to give them has nothing to say."""
     other = Counter(stats["not_kafka_ports"])
     lines = []
     if other:
-        ports = ", ".join(f"{p} x{n}" if n > 1 else p for p, n in other.most_common(8))
-        lines.append(f"not Kafka: {sum(other.values())} TCP connections (ports {ports})")
-        if not stats["kafka_connections"]:
+        shown = ", ".join(f"{p} x{n}" if n > 1 else p for p, n in other.most_common(8))
+        lines.append(f"not Kafka: {sum(other.values())} TCP connections (ports {shown})")
+        if not stats["kafka_connections"] and not ports:
             lines.append(
                 "hint: no connection was taken as Kafka; name the broker ports with --port "
                 "to dissect connections whose traffic does not show it"

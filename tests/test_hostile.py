@@ -1,0 +1,152 @@
+"""Hostile captures, built by hand to cost far more than their size: each is read in a process
+of its own, bounded in memory (RLIMIT_AS) and time, and must give the documented result (rows,
+byte accounting, a one-line error) within those bounds."""
+
+import json
+import resource
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+from synth import Capture, Connection, frame_bytes
+
+ROOT = Path(__file__).resolve().parent.parent
+MEMORY = 1 << 30  # address space of a child: the interpreter and the package need ~200 MiB
+MSS = 32_000  # large segments: the packets' own cost stays small beside the bytes'
+# ApiVersions v0 with a one-letter client id: the smallest request a client sends first.
+API_VERSIONS = struct.pack(">hhih", 18, 0, 1, 1) + b"c"
+
+# The child: dissect a capture, print its rows and the streams table's rows as JSON.
+DISSECT = """
+import json, sys
+import dissector
+d = dissector.dissect(sys.argv[1])
+rows = [[e.api_name, e.correlation_id, e.status] for e in d]
+print(json.dumps({"rows": rows, "streams": d.streams}))
+"""
+
+
+def _limit():
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
+
+
+def bounded(args, timeout, stdin=None):
+    """Run a command in a child limited to MEMORY bytes of address space; TimeoutExpired
+    (a failure) if it runs longer than `timeout` seconds."""
+    return subprocess.run(
+        args,
+        stdin=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        preexec_fn=_limit,
+        cwd=ROOT,
+    )
+
+
+def dissected(path, timeout):
+    res = bounded([sys.executable, "-c", DISSECT, str(path)], timeout)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def kafka_then(tmp_path, *pieces, name="hostile.pcap"):
+    """A connection seen from its SYN: an ApiVersions request, then `pieces` from the client
+    (bytes, written as they are), then the close."""
+    cap = Capture()
+    conn = Connection(cap, mss=MSS)
+    conn.request(API_VERSIONS)
+    for piece in pieces:
+        conn.send("c", piece)
+    conn.close()
+    return cap.write_pcap(tmp_path / name)
+
+
+def assert_adds_up(row):
+    assert (
+        row["bytes_seen"] == row["bytes_delivered"] + row["bytes_duplicate"] + row["bytes_dropped"]
+    )
+    assert row["bytes_delivered"] == row["bytes_framed"] + row["bytes_skipped"]
+    assert row["bytes_framed"] >= row["bytes_malformed"] + row["bytes_unused"]
+
+
+def test_zeros_on_a_kafka_stream_are_skipped_not_framed(tmp_path):
+    """Runs of zeros hold no frame: 8 MiB of them are bytes skipped, not two million
+    malformed rows of empty frames; the request after them is found again."""
+    zeros = 8 << 20
+    second = struct.pack(">hhih", 18, 0, 2, 1) + b"c"
+    path = kafka_then(tmp_path, bytes(zeros), frame_bytes(second))
+    out = dissected(path, timeout=60)
+    assert out["rows"] == [["ApiVersions", 1, "unanswered"], ["ApiVersions", 2, "unanswered"]]
+    request, response = out["streams"]
+    assert request["direction"] == "request" and request["kafka"]
+    assert request["frames"] == 2 and request["malformed_frames"] == 0
+    assert request["bytes_framed"] == 2 * (4 + len(API_VERSIONS))
+    assert request["bytes_skipped"] == zeros
+    assert_adds_up(request)
+    assert_adds_up(response)
+
+
+def test_zeros_after_a_2_gb_size_prefix_are_searched_in_linear_time(tmp_path):
+    """A size prefix far beyond --max-frame, then 32 MiB of zeros: the search for the next
+    frame start passes over them at the regex engine's speed (it cost 1.5 s a MiB)."""
+    zeros = 32 << 20
+    path = kafka_then(tmp_path, b"\x7f\xff\xff\xff", bytes(zeros))
+    out = dissected(path, timeout=30)
+    assert out["rows"] == [["ApiVersions", 1, "unanswered"]]
+    request = out["streams"][0]
+    assert request["frames"] == 1
+    assert request["bytes_skipped"] == 4 + zeros
+    assert_adds_up(request)
+
+
+def gzip_bomb(path, inflated):
+    """A gzip'd pcap of `inflated` bytes: identical records of 65,535 zero bytes."""
+    record = struct.pack("<IIII", 1_700_000_000, 0, 65535, 65535) + bytes(65535)
+    z = zlib.compressobj(9, zlib.DEFLATED, 31)  # 31: the gzip container
+    with open(path, "wb") as f:
+        f.write(z.compress(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)))
+        for _ in range(inflated // len(record)):
+            f.write(z.compress(record))
+        f.write(z.flush())
+    return path
+
+
+@pytest.fixture(scope="module")
+def bomb(tmp_path_factory):
+    """512 MiB of capture in half a megabyte of gzip."""
+    path = gzip_bomb(tmp_path_factory.mktemp("bomb") / "bomb.pcap.gz", 512 << 20)
+    assert path.stat().st_size < 1 << 20
+    return path
+
+
+@pytest.mark.parametrize("how", ["file", "pipe"])
+def test_a_gzip_bomb_is_one_line_naming_the_file_and_offset(bomb, how):
+    """A gzip capture is read up to 100 times its compressed bytes (past 64 MiB), then it is
+    one line and status 2, in bounded memory and time; from a file or a pipe alike."""
+    command = [sys.executable, "-m", "dissector", "analyze", "--no-progress"]
+    if how == "file":
+        name = str(bomb)
+        res = bounded([*command, name], timeout=60)
+    else:
+        name = "/dev/stdin"
+        with subprocess.Popen(["cat", str(bomb)], stdout=subprocess.PIPE) as cat:
+            res = bounded([*command, name], timeout=60, stdin=cat.stdout)
+            cat.kill()
+    assert res.returncode == 2, res.stderr
+    assert res.stdout == ""
+    [line] = res.stderr.splitlines()
+    prefix = f"kafka-dissect: error: {name}: frame "
+    assert line.startswith(prefix), line
+    frame, rest = line[len(prefix) :].split(", offset ", 1)
+    offset, reason = rest.split(": ", 1)
+    record = 16 + 65535
+    # the record the reader was at: the bound (64 MiB) falls inside it
+    assert int(frame) == (64 << 20) // record + 1
+    assert int(offset) == 24 + (int(frame) - 1) * record
+    assert reason.startswith(
+        "decompression bomb: the gzip stream expands past 100 times its compressed size ("
+    )
