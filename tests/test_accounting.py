@@ -19,6 +19,8 @@ def assert_adds_up(streams):
         streams.bytes_seen
         == streams.bytes_delivered + streams.bytes_duplicate + streams.bytes_dropped
     ).all()
+    # A conflicting byte is a duplicate one whose copies disagreed.
+    assert (streams.bytes_conflicting <= streams.bytes_duplicate).all()
     kafka = streams[streams.kafka]
     assert (kafka.bytes_delivered == kafka.bytes_framed + kafka.bytes_skipped).all()
     assert (kafka.bytes_decoded >= 0).all()

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from dissector.net.segment import ACK, FIN, PSH, RST, SYN, Segment
 from dissector.tcp import StreamData, StreamEnd, StreamGap, TcpTracker
+from dissector.tcp.halfstream import PIECE_COST
 
 MASK = 0xFFFFFFFF
 C = ("10.0.0.1", 40000)
@@ -125,16 +126,17 @@ def test_retransmission_with_other_boundaries():
     assert t.feed(seg(7, C, S, c + 10, data[10:90], ack=s)) == []
 
 
-def test_overlaps_among_buffered_segments_keep_the_first_copy():
+def test_overlaps_among_buffered_segments_keep_the_later_copy():
     t = TcpTracker()
     _, c, s = handshake(t)
     t.feed(seg(4, C, S, c + 100, b"A" * 100, ack=s))  # [100, 200)
-    t.feed(seg(5, C, S, c + 150, b"B" * 150, ack=s))  # [150, 300): keeps [200, 300)
-    t.feed(seg(6, C, S, c + 280, b"D" * 40, ack=s))  # [280, 320): keeps [300, 320)
+    t.feed(seg(5, C, S, c + 150, b"B" * 150, ack=s))  # [150, 300): wins over [150, 200)
+    t.feed(seg(6, C, S, c + 280, b"D" * 40, ack=s))  # [280, 320): wins over [280, 300)
     ev = t.feed(seg(7, C, S, c, b"E" * 100, ack=s))
     data = b"".join(e.data for e in ev)
-    assert data == b"E" * 100 + b"A" * 100 + b"B" * 100 + b"D" * 20
+    assert data == b"E" * 100 + b"A" * 50 + b"B" * 130 + b"D" * 40
     assert ev[0].conn.bytes_dup == (50 + 20, 0)
+    assert ev[0].conn.bytes_conflicting == (50 + 20, 0)
 
 
 def test_overlap_spanning_several_buffered_pieces():
@@ -142,12 +144,11 @@ def test_overlap_spanning_several_buffered_pieces():
     _, c, s = handshake(t)
     t.feed(seg(4, C, S, c + 20, b"a" * 10, ack=s))  # [20, 30)
     t.feed(seg(5, C, S, c + 40, b"b" * 10, ack=s))  # [40, 50)
-    t.feed(seg(6, C, S, c + 10, b"x" * 50, ack=s))  # [10, 60): fills around them
+    t.feed(seg(6, C, S, c + 10, b"x" * 50, ack=s))  # [10, 60): covers them both
     ev = t.feed(seg(7, C, S, c, b"y" * 10, ack=s))
-    assert (
-        b"".join(e.data for e in ev)
-        == b"y" * 10 + b"x" * 10 + b"a" * 10 + b"x" * 10 + (b"b" * 10) + b"x" * 10
-    )
+    assert b"".join(e.data for e in ev) == b"y" * 10 + b"x" * 50
+    assert ev[0].conn.bytes_conflicting == (20, 0)
+    assert ev[0].conn.bytes_dup == (20, 0)
 
 
 def test_duplicate_packets():
@@ -244,19 +245,53 @@ def test_port_reuse_after_close_starts_a_new_connection():
     assert ev[0].conn.client_side == 0
 
 
-def test_new_syn_on_a_live_connection_means_reuse():
+def test_new_syn_answered_on_a_live_connection_means_reuse():
     t = TcpTracker()
     _, c, s = handshake(t)
     t.feed(seg(4, C, S, c, b"x", ack=s))
     # A retransmitted SYN (same ISN) changes nothing.
     assert t.feed(seg(5, C, S, c - 1, flags=SYN)) == []
-    ev = t.feed(seg(6, C, S, 123456, flags=SYN))
-    assert ends(ev) == [(0, "reused")]
+    # A new one waits for the broker's answer: a SYN+ACK tells the port was reused.
+    assert t.feed(seg(6, C, S, 123456, flags=SYN)) == []
     ev = t.feed(seg(7, S, C, 99, flags=SYN | ACK, ack=123457))
+    assert ends(ev) == [(0, "reused")] and ev[-1].frame == 6
     ev = t.feed(seg(8, C, S, 123457, b"new", ack=100))
     assert ev[0].conn.id == 1 and ev[0].conn.first_frame == 6
     assert ev[0].data == b"new"
     assert [c.id for c in t.live] == [1]
+
+
+def test_rst_out_of_the_window_is_counted_and_ignored():
+    t = TcpTracker()
+    _, c, s = handshake(t)
+    t.feed(seg(4, C, S, c, b"x" * 10, ack=s))
+    assert t.feed(seg(5, S, C, s + (1 << 31), flags=RST | ACK, ack=c + 10)) == []
+    assert t.feed(seg(6, S, C, s - 1000, flags=RST | ACK, ack=c + 10)) == []  # below
+    ev = t.feed(seg(7, C, S, c + 10, b"y", ack=s))
+    assert ev[0].data == b"y" and ev[0].conn.rsts_ignored == (0, 2)
+    ev = t.feed(seg(8, S, C, s, flags=RST | ACK, ack=c + 11))  # at the next byte: it ends
+    assert ends(ev) == [(0, "rst")]
+
+
+def test_unanswered_syn_on_an_open_connection_is_counted_and_ignored():
+    t = TcpTracker()
+    _, c, s = handshake(t)
+    t.feed(seg(4, C, S, c, b"x", ack=s))
+    assert t.feed(seg(5, C, S, 123456, flags=SYN)) == []
+    assert t.feed(seg(6, C, S, 123456, flags=SYN)) == []  # sent again: still one
+    ev = t.feed(seg(7, S, C, s, b"resp", ack=c + 1))  # the old connection goes on
+    assert ev[0].data == b"resp" and ev[0].conn.id == 0
+    assert ev[0].conn.syns_ignored == (1, 0) and t.connections == 1
+    ev = t.feed(seg(8, C, S, c + 1, b"more", ack=s + 4))
+    assert ev[0].data == b"more"
+
+
+def test_new_syn_after_a_fin_means_reuse_at_once():
+    t = TcpTracker()
+    _, c, s = handshake(t)
+    t.feed(seg(4, C, S, c, flags=FIN | ACK, ack=s))
+    ev = t.feed(seg(5, C, S, 123456, flags=SYN))
+    assert ends(ev) == [(0, "reused")] and t.live[0].id == 1
 
 
 def test_mid_stream_start_uses_broker_ports():
@@ -288,11 +323,12 @@ def test_mid_stream_keep_alive_first():
 
 
 def test_max_buffer_exceeded_declares_the_hole():
-    t = TcpTracker(max_buffer=250)
+    # The bound counts a cost per buffered piece and per run of adjacent pieces.
+    t = TcpTracker(max_buffer=3 * PIECE_COST + 250)
     _, c, s = handshake(t)
     t.feed(seg(4, C, S, c, b"a" * 100, ack=s))
     assert t.feed(seg(5, C, S, c + 200, b"c" * 100, ack=s)) == []
-    assert t.feed(seg(6, C, S, c + 300, b"d" * 100, ack=s)) == []
+    assert t.feed(seg(6, C, S, c + 300, b"d" * 100, ack=s)) == []  # one run of two pieces
     ev = t.feed(seg(7, C, S, c + 400, b"e" * 100, ack=s))
     assert [(type(e), e.frame) for e in ev] == [
         (StreamGap, 5),
@@ -306,6 +342,18 @@ def test_max_buffer_exceeded_declares_the_hole():
     assert conn.bytes_gap == (100, 0)
     # The lost bytes, should they come after all, are old news.
     assert t.feed(seg(8, C, S, c + 100, b"b" * 100, ack=s)) == []
+
+
+def test_many_small_pieces_count_their_cost():
+    t = TcpTracker(max_buffer=10 * PIECE_COST)
+    _, c, s = handshake(t)
+    evs = []
+    for i in range(20):  # one-byte pieces, each after a hole of its own
+        evs += t.feed(seg(4 + i, C, S, c + 2 * i + 1, b"x", ack=s))
+    conn = t.live[0]
+    half = conn._halves[0]
+    assert half.pbytes + PIECE_COST * (half.pieces + len(half.starts)) <= 10 * PIECE_COST
+    assert stream(evs, 0)[:2] == [1, b"x"]
 
 
 def test_hole_acknowledged_by_the_receiver_is_a_capture_loss():

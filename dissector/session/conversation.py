@@ -319,6 +319,9 @@ class Conversation:
                     "frames": framer.frames,
                     "malformed_frames": bad.frames[which] if bad else 0,
                     "gaps": self.gaps[side],
+                    "bytes_conflicting": conn.bytes_conflicting[side],
+                    "rsts_ignored": conn.rsts_ignored[side],
+                    "syns_ignored": conn.syns_ignored[side],
                 }
             )
         return rows

@@ -112,8 +112,9 @@ RECORDS = _schema(
     ("batch_status", pa.string(), True),
 )
 
-# The streams table's byte and frame counts, per direction (tables/streams.py says how they
-# add up); bytes_decoded is derived from three others, the rest are the core's counters.
+# The streams table's byte, frame and segment counts, per direction (tables/streams.py says
+# how they add up); bytes_decoded is derived from three others, the rest are the core's
+# counters. Each is a sum over the direction's packets, so ranges of a capture add up.
 STREAM_COUNTERS = (
     "bytes_seen",
     "bytes_duplicate",
@@ -128,6 +129,9 @@ STREAM_COUNTERS = (
     "frames",
     "malformed_frames",
     "gaps",
+    "bytes_conflicting",  # buffered bytes a later overlapping copy contradicted (it won)
+    "rsts_ignored",  # RSTs outside the receiver's window: the connection went on
+    "syns_ignored",  # new SYNs on the open connection that its traffic went on past
 )
 
 STREAMS = _schema(

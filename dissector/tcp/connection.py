@@ -100,3 +100,18 @@ class Connection:
     def bytes_buffered(self):
         """Out-of-order bytes waiting for a hole to fill."""
         return tuple(h.pbytes for h in self._halves)
+
+    @property
+    def bytes_conflicting(self):
+        """Buffered bytes a later overlapping copy contradicted: its bytes were kept."""
+        return tuple(h.conflicting for h in self._halves)
+
+    @property
+    def rsts_ignored(self):
+        """RSTs sent out of the receiver's window: a receiver ignores them, and so do we."""
+        return tuple(h.rsts_ignored for h in self._halves)
+
+    @property
+    def syns_ignored(self):
+        """New SYNs sent on the open connection that its traffic went on past."""
+        return tuple(h.syns_ignored for h in self._halves)

@@ -11,6 +11,10 @@ from .events import StreamData, StreamGap
 MASK = 0xFFFFFFFF
 HALF = 0x80000000
 WRAP = 0x100000000
+# What a buffered piece costs beyond its payload (its objects, list slots and the mark of its
+# packet), counted against the buffer's bound so that many small pieces cannot hold more
+# memory than large ones.
+PIECE_COST = 288
 
 
 class HalfStream:
@@ -34,6 +38,11 @@ class HalfStream:
         "dup",
         "dropped",
         "max_buffer",
+        "conflicting",
+        "rsts_ignored",
+        "syns_ignored",
+        "pending",
+        "pieces",
     )
 
     def __init__(self, conn, side, max_buffer):
@@ -50,12 +59,19 @@ class HalfStream:
         self.fin = None  # stream offset of the FIN
         self.ack = None  # last ACK number this side sent, about the peer's bytes
         self.starts = []  # buffered out-of-order pieces: sorted, disjoint start offsets
-        self.items = []  # (end, data or None for bytes known missing, frame, ts)
+        # (end, Run or None for bytes known missing, frame, ts): adjacent data pieces are
+        # merged into one Run, which keeps the frame and time of its earliest part.
+        self.items = []
         self.pbytes = 0  # data bytes buffered
         self.gap = 0
         self.dup = 0
         self.dropped = 0
         self.max_buffer = max_buffer
+        self.conflicting = 0  # buffered bytes a later copy contradicted (and replaced)
+        self.rsts_ignored = 0  # RSTs out of the receiver's window: they end nothing
+        self.syns_ignored = 0  # new SYNs the connection's own traffic went on past
+        self.pending = None  # a new SYN on this live connection, until the peer answers it
+        self.pieces = 0  # segments (or parts of them) buffered: a mark each in their run
 
     @property
     def seen(self):
@@ -78,7 +94,8 @@ class HalfStream:
         return ((base + self.nxt) & mask, fin, self.ack, held)
 
     def syn_state(self):
-        return (self.syn, self.isn)
+        pending = self.pending
+        return (self.syn, self.isn, None if pending is None else pending.seq)
 
     def start(self, seq, syn):
         """Anchor stream offset 0: after the SYN, or at the first data byte seen."""
@@ -97,6 +114,8 @@ class HalfStream:
             or self.fin is not None
             or self.starts
             or self.peer.starts
+            or self.pending is not None
+            or self.peer.pending is not None
             or self.conn._ignored
         ):
             self.fastseq = -1
@@ -129,6 +148,8 @@ class HalfStream:
             start = nxt
             size -= cut
         if start == nxt:
+            if self.starts and data is not None:
+                self._compare(start, data)
             self._deliver(data, size, frame, ts, out)
             if self.starts:
                 self._drain(frame, ts, out)
@@ -137,7 +158,7 @@ class HalfStream:
         ack = self.peer.ack
         if ack is not None:
             self.check_ack(ack, out)
-        while self.pbytes > self.max_buffer:
+        while self.pbytes + PIECE_COST * (self.pieces + len(self.starts)) > self.max_buffer:
             self._force(out)
 
     def check_ack(self, ack, out):
@@ -162,6 +183,7 @@ class HalfStream:
     def drop_buffered(self):
         self.dropped += self.pbytes
         self.pbytes = 0
+        self.pieces = 0
         self.starts = []
         self.items = []
         self.fastseq = -1
@@ -196,60 +218,208 @@ class HalfStream:
         k = len(starts)
         while i < k and starts[i] <= nxt:
             s = starts[i]
-            e, d, f, t = items[i]
+            e, run, f, t = items[i]
             i += 1
-            if d is not None:
-                self.pbytes -= len(d)
+            if run is None:
+                self.pieces -= 1
+            else:
+                self.pbytes -= len(run)
+                self.pieces -= run.count()
             if e <= nxt:  # already covered by in-order data
-                if d is not None:
-                    self.dup += len(d)
+                if run is not None:
+                    self.dup += len(run)
                 continue
-            if s < nxt and d is not None:
-                d = d[nxt - s :]
-                self.dup += nxt - s
             if frame is not None:
                 f = frame
                 t = ts
-            if d is None:  # the part of a packet past its snap length
+            if run is None:  # the part of a packet past its snap length
                 out.append(StreamGap(conn, side, e - nxt, f, t, True))
                 self.gap += e - nxt
-            else:
+            elif frame is not None:
+                d = run.read(nxt - s, e - s) if s < nxt else run.tobytes()
                 out.append(StreamData(conn, side, d, f, t))
+            else:  # each part in the packet that brought it
+                whole = run.tobytes()
+                marks = run.marks()
+                ends = [m[0] for m in marks[1:]] + [e]
+                for (m, mf, mt), me in zip(marks, ends, strict=True):
+                    if me > nxt:
+                        out.append(StreamData(conn, side, whole[max(m, nxt) - s : me - s], mf, mt))
+            if run is not None and s < nxt:
+                self.dup += nxt - s
             nxt = e
         del starts[:i]
         del items[:i]
         self.nxt = nxt
 
+    def _compare(self, start, data):
+        """Count the buffered bytes that data, about to be delivered at start, contradicts:
+        the in-order copy wins, as the receiver reads it."""
+        starts = self.starts
+        items = self.items
+        end = start + len(data)
+        i = 0
+        while i < len(starts) and starts[i] < end:
+            s = starts[i]
+            e, run, _, _ = items[i]
+            i += 1
+            a, b = max(s, start), min(e, end)
+            if run is not None and a < b:
+                self.conflicting += differing(run.read(a - s, b - s), data[a - start : b - start])
+
     def _buffer(self, start, data, size, frame, ts):
-        """Insert a piece after a hole; where buffered pieces overlap it, the first copy stays."""
+        """Insert a piece after a hole. Bytes known missing (cut by the snap length) stay as
+        first seen; data overlapping buffered data wins over it (as Linux keeps the later
+        segment) and merges with the pieces it touches into one run."""
         starts = self.starts
         items = self.items
         end = start + size
         i = bisect_right(starts, start)
-        pieces = []
+        if i and items[i - 1][0] > start:
+            i -= 1
+        free = []  # parts of [start, end) not held as missing
         pos = start
-        if i and items[i - 1][0] > pos:
-            pos = items[i - 1][0]
         while pos < end and i < len(starts):
             s = starts[i]
             if s >= end:
                 break
-            if s > pos:
-                pieces.append((pos, s))
-            pos = max(pos, items[i][0])
+            e = items[i][0]
+            if (data is None or items[i][1] is None) and e > pos:
+                if s > pos:
+                    free.append((pos, s))
+                pos = e
             i += 1
         if pos < end:
-            pieces.append((pos, end))
+            free.append((pos, end))
         kept = 0
-        for a, b in pieces:
+        for a, b in free:
+            kept += b - a
             if data is None:
-                piece = None
+                j = bisect_right(starts, a)
+                starts.insert(j, a)
+                items.insert(j, (b, None, frame, ts))
+                self.pieces += 1
             else:
-                piece = data if b - a == size else data[a - start : b - start]
-                kept += b - a
-            j = bisect_right(starts, a)
-            starts.insert(j, a)
-            items.insert(j, (b, piece, frame, ts))
+                self._merge(a, data if b - a == size else data[a - start : b - start], frame, ts)
         if data is not None:
-            self.pbytes += kept
             self.dup += size - kept
+
+    def _merge(self, start, data, frame, ts):
+        """Buffer data touching no missing bytes: the runs it overlaps take its bytes, and it
+        joins them and the runs it touches into one (copying the shorter side each time, so
+        any order of arrival costs O(log n) per byte at most)."""
+        starts = self.starts
+        items = self.items
+        end = start + len(data)
+        lo = bisect_right(starts, start)
+        if lo and items[lo - 1][0] >= start and items[lo - 1][1] is not None:
+            lo -= 1
+        hi = lo
+        k = len(starts)
+        while hi < k and starts[hi] <= end and items[hi][1] is not None:
+            hi += 1
+        if lo == hi:
+            starts.insert(lo, start)
+            items.insert(lo, (end, Run(data, start, frame, ts), frame, ts))
+            self.pbytes += len(data)
+            self.pieces += 1
+            return
+        merged = None
+        pos = start
+        held = 0
+        for i in range(lo, hi):
+            s = starts[i]
+            e, run, _, _ = items[i]
+            a, b = max(s, start), min(e, end)
+            if a < b:  # overlap: the later bytes win
+                new = data[a - start : b - start]
+                n = differing(run.read(a - s, b - s), new)
+                if n:
+                    self.conflicting += n
+                    run.write(a - s, new)
+                held += b - a
+            if s > pos:
+                merged = _join(merged, Run(data[pos - start : s - start], pos, frame, ts))
+                self.pieces += 1
+            merged = _join(merged, run)
+            pos = max(pos, e)
+        if pos < end:
+            merged = _join(merged, Run(data[pos - start :], pos, frame, ts))
+            self.pieces += 1
+        self.dup += held
+        self.pbytes += len(data) - held
+        first = min(starts[lo], start)
+        starts[lo:hi] = [first]
+        _, f, t = merged.first()  # the packet where the hole showed
+        items[lo:hi] = [(max(items[hi - 1][0], end), merged, f, t)]
+
+
+class Run:
+    """Contiguous buffered bytes that grow at either end in time proportional to what is
+    added: the bytes put before the first ones are kept reversed in `front`. Marks say where
+    each packet's part starts (stream offset, frame, ts), the same way: `before` reversed."""
+
+    __slots__ = ("front", "back", "before", "after")
+
+    def __init__(self, data, start, frame, ts):
+        self.front = bytearray()
+        self.back = bytearray(data)
+        self.before = []
+        self.after = [(start, frame, ts)]
+
+    def __len__(self):
+        return len(self.front) + len(self.back)
+
+    def count(self):
+        return len(self.before) + len(self.after)
+
+    def first(self):
+        return self.before[-1] if self.before else self.after[0]
+
+    def marks(self):
+        return self.before[::-1] + self.after
+
+    def tobytes(self):
+        if not self.front:
+            return bytes(self.back)
+        return b"".join((self.front[::-1], self.back))
+
+    def read(self, a, b):
+        """Bytes [a, b) of the run."""
+        f = len(self.front)
+        if a >= f:
+            return bytes(self.back[a - f : b - f])
+        head = self.front[f - min(b, f) : f - a][::-1]
+        return bytes(head + self.back[: b - f]) if b > f else bytes(head)
+
+    def write(self, a, data):
+        """Overwrite bytes from a (within the run) with data."""
+        f = len(self.front)
+        b = a + len(data)
+        if a < f:
+            m = min(b, f)
+            self.front[f - m : f - a] = data[: m - a][::-1]
+        if b > f:
+            s = max(a, f)
+            self.back[s - f : b - f] = data[s - a :]
+
+
+def _join(left, right):
+    """One run of left's bytes then right's, copying the shorter of the two."""
+    if left is None:
+        return right
+    if len(left) + left.count() >= len(right) + right.count():
+        left.back += right.tobytes()
+        left.after += right.marks()
+        return left
+    right.front += left.tobytes()[::-1]
+    right.before += left.marks()[::-1]
+    return right
+
+
+def differing(a, b):
+    """How many bytes differ between two byte strings of one length."""
+    if a == b:
+        return 0
+    x = int.from_bytes(a, "big") ^ int.from_bytes(b, "big")
+    return len(a) - x.to_bytes(len(a), "big").count(0)

@@ -9,6 +9,9 @@ from .halfstream import MASK, HalfStream
 
 DEFAULT_MAX_BUFFER = 32 << 20  # out-of-order bytes held per direction
 DEFAULT_MAX_CLOSED = 1 << 16  # ended 4-tuples remembered, to absorb their last packets
+# The receive window when the capture cannot tell it: the largest any TCP can advertise
+# (65535 scaled by 2**14), so no receiver would take a RST beyond it.
+MAX_WINDOW = 65535 << 14
 
 _FAST_MASK = SYN | FIN | RST | ACK  # the fast path takes plain ACK segments only
 
@@ -156,6 +159,9 @@ class TcpTracker:
         if conn.end_frame is None:  # nobody ended it: the capture, idleness or a reused port
             conn.end_frame, conn.end_ts = frame, ts
         h0, h1 = conn._halves
+        for h in (h0, h1):
+            if h.pending is not None:
+                _drop_pending(h)
         if not conn._ignored:
             h0.flush(out, frame, ts)
             h1.flush(out, frame, ts)
@@ -191,15 +197,43 @@ class TcpTracker:
         peer = half.peer
         if flags & SYN:
             conn.syns += 1
+        if peer.pending is not None and _answers(peer.pending, seg):
+            # The peer took the new SYN as a new connection: the port was reused.
+            syn, peer.pending = peer.pending, None
+            self._end(conn, syn.frame, syn.ts, "reused", out)
+            self._segment(self._open(syn), syn, out)
+            self._segment(self._halves[seg[2:6]], seg, out)
+            return
         fresh_syn = flags & (SYN | ACK) == SYN and not (half.syn and half.isn == seq)
         if fresh_syn and (half.base is not None or peer.base is not None):
-            # A new SYN, not a retransmitted one, on a 4-tuple in use: the port was reused.
-            self._end(conn, frame, ts, "reused", out)
-            self._segment(self._open(seg), seg, out)
+            if half.fin is not None or peer.fin is not None:
+                # A new SYN, not a retransmitted one, on a closing 4-tuple: the port was reused.
+                self._end(conn, frame, ts, "reused", out)
+                self._segment(self._open(seg), seg, out)
+                return
+            # On an open connection only the peer's answer tells reuse from a spoofed SYN.
+            if half.pending is not None and half.pending.seq != seq:
+                _drop_pending(half)
+            conn.last_frame = frame
+            conn.last_ts = ts
+            if half.pending is None:
+                half.pending = seg
+            else:  # the pending SYN sent again
+                half.dropped += len(payload)
+            half.refresh()
+            peer.refresh()
             return
+        for h in (half, peer):  # the old connection goes on: a new SYN was not answered
+            if h.pending is not None:
+                _drop_pending(h)
         conn.last_frame = frame
         conn.last_ts = ts
         n = len(payload)
+        if flags & RST and not _in_window(half, seq):
+            # Out of the receiver's window: a receiver ignores it, the connection goes on.
+            half.rsts_ignored += 1
+            half.dropped += n
+            return
         if flags & RST:
             half.dropped += n
             _ending(conn, half.side, frame, ts)
@@ -259,3 +293,37 @@ def _ending(conn, side, frame, ts):
     """The first FIN or RST of a connection says who ended it, and when."""
     if conn.ended_by is None:
         conn.ended_by, conn.end_frame, conn.end_ts = side, frame, ts
+
+
+def _answers(syn, seg):
+    """Whether seg is the SYN+ACK answering syn (it acknowledges syn's sequence number)."""
+    return seg[8] & (SYN | ACK) == SYN | ACK and seg[7] == (syn[6] + 1) & MASK
+
+
+def _drop_pending(half):
+    """A new SYN nobody answered while the connection went on: reported, its payload dropped."""
+    half.syns_ignored += 1
+    half.dropped += len(half.pending[9])
+    half.pending = None
+
+
+def _in_window(half, seq):
+    """Whether a RST from this side falls where the receiver would take it: from the lower
+    of the next byte seen and the receiver's last ACK, up to a window past the furthest byte
+    known of this side (its FIN included). The capture shows no window: MAX_WINDOW stands for
+    it. A side whose sequence numbers are unknown cannot be judged."""
+    if half.base is None:
+        return True
+    pos = half.offset(seq)
+    low = high = half.nxt
+    if half.starts:
+        high = half.items[-1][0]
+    if half.fin is not None:
+        high = max(high, half.fin + 1)
+    ack = half.peer.ack
+    if ack is not None:
+        acked = half.offset(ack)
+        if high - MAX_WINDOW <= acked <= high + MAX_WINDOW:
+            low = min(low, acked)
+            high = max(high, acked)
+    return low <= pos <= high + MAX_WINDOW
