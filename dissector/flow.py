@@ -79,7 +79,8 @@ class Dissector:
         """The counters of the dissection so far: packets, cut_packets (TCP segments whose
         payload the snap length cut), connections (that carried payload, ended or open),
         kafka_connections, open_connections, the ROW_SUMS (bytes_seen, bytes_missing,
-        bytes_skipped, gaps) and midstream (connections whose client side was not found from
+        bytes_skipped, gaps, and the EVASIONS a receiver would have decided otherwise) and
+        midstream (connections whose client side was not found from
         the SYN) over ended and open connections, not_kafka_ports (broker port -> ended
         connections not taken as Kafka), unsupported (link type -> [packets, first frame] of
         those the decoder skipped), requests_waiting (requests awaiting their response)."""
@@ -101,6 +102,8 @@ class Dissector:
             out["bytes_missing"] += sum(conn.bytes_gap)
             out["bytes_skipped"] += sum(f.bytes_skipped for f in conv.framers)
             out["gaps"] += sum(conv.gaps)
+            for key in EVASIONS:
+                out[key] += sum(getattr(conn, key))
             midstream += conn.how != "syn"
         out["midstream"] = midstream
         out["not_kafka_ports"] = dict(self._not_kafka)
@@ -228,7 +231,9 @@ class Dissector:
 
 
 # Running sums of Dissector.stats, kept as connections end: accounting-row columns, and more.
-ROW_SUMS = ("bytes_seen", "bytes_missing", "bytes_skipped", "gaps")
+# EVASIONS: what a receiving TCP stack would have decided otherwise (summary.evasion_notes).
+EVASIONS = ("bytes_conflicting", "rsts_ignored", "syns_ignored")
+ROW_SUMS = ("bytes_seen", "bytes_missing", "bytes_skipped", "gaps", *EVASIONS)
 ENDED_SUMS = ("connections", "kafka_connections", "midstream", *ROW_SUMS)
 
 

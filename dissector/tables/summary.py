@@ -311,18 +311,18 @@ def capture_notes(stats, ports=()):
 def evasion_notes(stats):
     """Lines on segments that tell the dissector and a receiver apart unless it decides as
     the receiver does: overlaps that disagree, RSTs and SYNs a receiver ignores. `stats`:
-    sums of the streams table's counters (absent ones count as 0)."""
+    the core's counters (Dissector.stats)."""
     lines = []
-    conflicting = stats.get("bytes_conflicting", 0)
+    conflicting = stats["bytes_conflicting"]
     if conflicting:
         lines.append(
             f"warning: {conflicting} bytes of overlapping segments disagreed "
             "(the later copy was kept, as Linux keeps it)"
         )
     ignored = []
-    if stats.get("rsts_ignored", 0):
+    if stats["rsts_ignored"]:
         ignored.append(f"{stats['rsts_ignored']} RSTs out of the window")
-    if stats.get("syns_ignored", 0):
+    if stats["syns_ignored"]:
         ignored.append(f"{stats['syns_ignored']} SYNs on open connections")
     if ignored:
         lines.append("warning: segments a receiver would ignore: " + ", ".join(ignored))
