@@ -4,11 +4,10 @@ dissected in a child process with a memory limit and a timeout; the tests read i
 
 import json
 import os
-import resource
-import subprocess
 import sys
 from pathlib import Path
 
+from bounded import run_bounded
 from kafka_encoder import encode_request, encode_response
 from synth import ACK, RST, SYN, Capture, Connection, frame_bytes
 from test_accounting import assert_adds_up
@@ -32,25 +31,13 @@ COUNTERS = (
 )
 
 
-def _limit():
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
-
-
 def dissect_limited(path, timeout=60, mode="dissect"):
     """Dissect path in a child process: its pairs, streams rows and capture notes (mode
     "dissect"), or how long TCP reassembly takes over its segments (mode "tcp")."""
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     )
-    done = subprocess.run(
-        [sys.executable, __file__, mode, str(path)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        preexec_fn=_limit,
-        cwd=ROOT,
-        env=env,
-    )
+    done = run_bounded([sys.executable, __file__, mode, str(path)], timeout, MEMORY, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
 

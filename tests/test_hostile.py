@@ -3,17 +3,15 @@ of its own, bounded in memory (RLIMIT_AS) and time, and must give the documented
 byte accounting, a one-line error) within those bounds."""
 
 import json
-import resource
 import struct
 import subprocess
 import sys
 import zlib
-from pathlib import Path
 
 import pytest
+from bounded import run_bounded
 from synth import Capture, Connection, frame_bytes
 
-ROOT = Path(__file__).resolve().parent.parent
 MEMORY = 1 << 30  # address space of a child: the interpreter and the package need ~200 MiB
 MSS = 32_000  # large segments: the packets' own cost stays small beside the bytes'
 # ApiVersions v0 with a one-letter client id: the smallest request a client sends first.
@@ -29,22 +27,9 @@ print(json.dumps({"rows": rows, "streams": d.streams}))
 """
 
 
-def _limit():
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
-
-
 def bounded(args, timeout, stdin=None):
-    """Run a command in a child limited to MEMORY bytes of address space; TimeoutExpired
-    (a failure) if it runs longer than `timeout` seconds."""
-    return subprocess.run(
-        args,
-        stdin=stdin,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        preexec_fn=_limit,
-        cwd=ROOT,
-    )
+    """A command in a child limited to MEMORY bytes of address space and `timeout` s."""
+    return run_bounded(args, timeout, MEMORY, stdin=stdin)
 
 
 def dissected(path, timeout):

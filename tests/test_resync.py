@@ -3,15 +3,12 @@ sends many requests on one correlation id, then the broker side loses a segment 
 bytes full of candidate frames for that id. The run is bounded in a subprocess."""
 
 import json
-import resource
-import subprocess
 import sys
-from pathlib import Path
 
+from bounded import run_bounded
 from kafka_encoder import encode_request, encode_response
 from synth import Capture, Connection, frame_bytes
 
-ROOT = Path(__file__).resolve().parent.parent
 REQUESTS = 100_000
 CANDIDATES = b"\x00\x00\x00\x08\x00\x00\x00\x07" * 384  # 3 KB: a size 8 and id 7, again and again
 
@@ -33,10 +30,6 @@ def _capture(path):
     return answer[-1]
 
 
-def _limit():
-    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
-
-
 SCRIPT = """
 import collections, json, sys
 import dissector
@@ -54,15 +47,8 @@ print(json.dumps({
 def test_many_requests_on_one_id_and_a_resync_cost_one_check_a_kind(tmp_path):
     path = tmp_path / "resync.pcap"
     answer_frame = _capture(path)
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,  # 100,000 decodes at each candidate byte took minutes
-        preexec_fn=_limit,
-        check=True,
-    )
+    # 100,000 decodes at each candidate byte took minutes
+    done = run_bounded([sys.executable, "-c", SCRIPT, str(path)], 60, 2 << 30, check=True)
     got = json.loads(done.stdout)
     # The junk is no response (8 bytes do not decode as Metadata v1); the real one is found
     # after it and answers the oldest request on id 7; the others stay unanswered.
