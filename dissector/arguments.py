@@ -55,6 +55,18 @@ def add_dissection_arguments(p):
     )
 
 
+def add_run_arguments(p):
+    """Progress and tracebacks, for the commands that read captures to their end."""
+    progress = p.add_mutually_exclusive_group()
+    progress.add_argument(
+        "--progress", action="store_true", default=None, help="always show progress"
+    )
+    progress.add_argument(
+        "--no-progress", dest="progress", action="store_false", help="never show progress"
+    )
+    p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+
+
 def dissection_options(args, written=None):
     """The Options fields the arguments give (ports apart). `written`: the table the command
     writes, if any; the records table needs every record parsed, whatever --records says."""

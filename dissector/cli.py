@@ -8,7 +8,7 @@ import traceback
 import warnings
 
 from . import commands, heap, source
-from .arguments import add_dissection_arguments, dissection_options
+from .arguments import add_dissection_arguments, add_run_arguments, dissection_options
 from .errors import DissectorError
 from .live import cli as live_cli
 from .report import cli as report_cli
@@ -32,14 +32,7 @@ def build_parser():
         help="which table -o writes (default %(default)s)",
     )
     add_dissection_arguments(analyze)
-    progress = analyze.add_mutually_exclusive_group()
-    progress.add_argument(
-        "--progress", action="store_true", default=None, help="always show progress"
-    )
-    progress.add_argument(
-        "--no-progress", dest="progress", action="store_false", help="never show progress"
-    )
-    analyze.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    add_run_arguments(analyze)
     commands.add_parsers(sub)
     report_cli.add_parser(sub)
     live_cli.add_parser(sub)

@@ -4,7 +4,7 @@ dissection), runs one analysis and prints the result as a table, csv or JSON lin
 
 import sys
 
-from ..arguments import add_dissection_arguments, dissection_options
+from ..arguments import add_dissection_arguments, add_run_arguments, dissection_options
 from .questions import QUESTIONS
 
 
@@ -25,14 +25,7 @@ def add_parsers(sub):
         add_dissection_arguments(p)
         if q.records:
             p.set_defaults(records=q.records)
-        progress = p.add_mutually_exclusive_group()
-        progress.add_argument(
-            "--progress", action="store_true", default=None, help="always show progress"
-        )
-        progress.add_argument(
-            "--no-progress", dest="progress", action="store_false", help="never show progress"
-        )
-        p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+        add_run_arguments(p)
 
 
 def run(args, check):
