@@ -9,14 +9,20 @@
 
 import pandas as pd
 
-from ...protocol.errors import error_name
+from ...protocol.errors import ERROR_NAMES, error_name
 from ...tables.partitions import partition_index
 from .._frames import api_rows, body, has, topic_names, topic_of, when
 from ..transactions import _add_partitions, _batches, aborted_reads
 from . import Finding
 
+
+def _codes(names):
+    """The error codes of these error names."""
+    return tuple(code for code, name in ERROR_NAMES.items() if name in names)
+
+
 FENCED = ("PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "TRANSACTION_COORDINATOR_FENCED")
-FENCED_CODES = (90, 47, 52)
+FENCED_CODES = _codes(FENCED)
 #: The requests of a transactional producer, all carrying its transactional id and epoch.
 TXN_REQUESTS = (
     "InitProducerId",
@@ -32,7 +38,7 @@ SEQUENCE = (
     "UNKNOWN_PRODUCER_ID",
     "INVALID_PRODUCER_ID_MAPPING",
 )
-SEQUENCE_CODES = (45, 46, 59, 49)
+SEQUENCE_CODES = _codes(SEQUENCE)
 #: The columns of `pairs` the checks read.
 COLUMNS = (
     *("api_name", "client", "client_id", "broker", "status", "request", "response"),
