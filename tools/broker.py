@@ -161,7 +161,8 @@ class Tansu:
 
     ``port=None`` picks a free port. With a fixed ``port`` that is taken, ``fallback=True``
     picks a free one instead of failing. The broker advertises ``host:port`` so clients
-    reconnect to the same address after the metadata round trip.
+    reconnect to the same address after the metadata round trip, or ``host:advertised_port``
+    when given (a proxy in front of it, which clients then come back through).
     """
 
     def __init__(
@@ -176,8 +177,10 @@ class Tansu:
         startup_timeout: float = 20.0,
         log_path: str | os.PathLike[str] | None = None,
         extra_args: Sequence[str] = (),
+        advertised_port: int | None = None,
     ) -> None:
         self.host = host
+        self.advertised_port = advertised_port
         self.requested_port = port
         self.fallback = fallback
         self.cluster_id = cluster_id
@@ -201,13 +204,14 @@ class Tansu:
         if self.port is None:
             raise BrokerError("port not chosen yet")
         url = f"tcp://{self.host}:{self.port}"
+        advertised = f"tcp://{self.host}:{self.advertised_port or self.port}"
         return [
             self.binary or "tansu",
             "broker",
             "--listener-url",
             url,
             "--advertised-listener-url",
-            url,
+            advertised,
             "--storage-engine",
             self.storage,
             "--cluster-id",

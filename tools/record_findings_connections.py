@@ -207,20 +207,6 @@ class ThrottleProxy:
         self.server.close()
 
 
-class AdvertisingTansu(Tansu):
-    """Tansu advertising another address (the proxy's), so clients return through it."""
-
-    def __init__(self, advertised_port: int, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.advertised_port = advertised_port
-
-    def command(self) -> list[str]:
-        cmd = super().command()
-        at = cmd.index("--advertised-listener-url") + 1
-        cmd[at] = f"tcp://{self.host}:{self.advertised_port}"
-        return cmd
-
-
 # --------------------------------------------------------------------------- scenarios
 
 
@@ -457,7 +443,7 @@ def broker_for(name: str):
             yield broker, broker.port
         return
     port = free_port()
-    with AdvertisingTansu(port) as broker:
+    with Tansu(advertised_port=port) as broker:
         broker.proxy = ThrottleProxy(port, broker, THROTTLE_MS).start()
         try:
             yield broker, port

@@ -371,20 +371,6 @@ class AlteringProxy:
         return bytes(out)
 
 
-class ProxiedTansu(Tansu):
-    """A Tansu broker that advertises the proxy's port, so clients come back through it."""
-
-    def __init__(self, proxy_port: int) -> None:
-        super().__init__()
-        self.proxy_port = proxy_port
-
-    def command(self) -> list[str]:
-        cmd = super().command()
-        at = cmd.index("--advertised-listener-url") + 1
-        cmd[at] = f"tcp://{self.host}:{self.proxy_port}"
-        return cmd
-
-
 def _moved(client_id: str, api_key: int, nth: int) -> int | None:
     if client_id != COORD_MEMBER:
         return None
@@ -514,7 +500,7 @@ def record(name: str, out_dir: Path) -> dict[str, Any]:
     started = time.time()
     if name == "coordinator":
         proxy_port = free_port()
-        with ProxiedTansu(proxy_port) as broker:
+        with Tansu(advertised_port=proxy_port) as broker:
             with (
                 AlteringProxy(broker.port, proxy_port, _moved) as proxy,
                 Recorder(proxy_port, capture) as rec,
