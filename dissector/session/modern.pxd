@@ -13,7 +13,7 @@ from dissector.session.rows cimport Malformed, Request, Side, build
 cdef class ModernSession:
     cdef public Connection conn
     cdef public object directory, records, mechanism, client_id, last_response_end
-    cdef public bint show_secrets, raw_sasl, lost
+    cdef public bint show_secrets, raw_sasl, lost, indexed
     cdef public dict api_names, pending
     cdef public object sent, early, silent, raw_pending
     cdef public Malformed bad

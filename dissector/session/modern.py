@@ -67,7 +67,8 @@ def decodes_fully(data):
 
 
 class Waiting(deque):
-    """The requests waiting on one correlation id, oldest first, and what re-finding frame
+    """The requests waiting on one correlation id, oldest first (a session's queues become
+    Waiting ones once its broker side re-finds a boundary), and what re-finding frame
     boundaries asks of them per (api key, version): how many wait and the earliest time one
     was complete. A candidate response is then checked once per kind, not once per request
     (ids may repeat: an attacker's 100,000 requests on one id would otherwise cost 100,000
@@ -130,6 +131,9 @@ class ModernSession:
         # Produce requests with acks=0 expect no response, but some brokers answer them:
         # the newest are kept until a later response proves theirs will not come.
         self.silent = deque()
+        # Whether the waiting queues are Waiting ones, indexed by kind: from the first time
+        # the broker side re-finds a boundary; until then plain deques, as cheap as can be.
+        self.indexed = False
         # The SASL mechanism the broker accepted in the last SaslHandshake; None before its
         # answer or after a refusal: tokens are then read as unknown, opaque.
         self.mechanism = None
@@ -148,6 +152,8 @@ class ModernSession:
         """Whether a frame found while re-finding boundaries can be the response to a waiting
         request: its correlation id waits, its request was captured before it, its size is
         believable for that API, and when the whole frame is at hand, it decodes as one."""
+        if not self.indexed:
+            self._index()
         queue = self.pending.get(corr)
         if queue:
             kinds = queue.earliest()
@@ -163,6 +169,15 @@ class ModernSession:
             and (whole is None or self._decodes_as_response(req, whole))
             for key, first_ts, req in kinds
         )
+
+    def _index(self):
+        """From now on, the waiting queues know their kinds (Waiting)."""
+        self.indexed = True
+        for corr, queue in list(self.pending.items()):
+            waiting = Waiting()
+            for req in queue:
+                waiting.append(req)
+            self.pending[corr] = waiting
 
     @staticmethod
     def _decodes_as_response(req, data):
@@ -257,7 +272,8 @@ class ModernSession:
         self.sent.append(req)
         waiting = self.pending.get(req.correlation_id)
         if waiting is None:
-            self.pending[req.correlation_id] = waiting = Waiting()
+            waiting = Waiting() if self.indexed else deque()
+            self.pending[req.correlation_id] = waiting
         waiting.append(req)
         return []
 
