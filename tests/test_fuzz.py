@@ -1,9 +1,10 @@
-"""Hostile bytes: mutated Kafka frames, record sets and whole captures.
+"""Hostile bytes: mutated Kafka frames, record sets, whole captures and TCP segments.
 
 Property-based (hypothesis, derandomized so that every run tries the same inputs). What may
 escape: `DecodeError` from the message decoders, nothing from `decode_record_set`, a documented
-`DissectorError` from `read_pcap`, which must also end in bounded time and memory. The longer
-fuzzer over the same targets is `tools/fuzz.py`.
+`DissectorError` from `read_pcap`, which must also end in bounded time and memory; nothing from
+the core fed mutated TCP segments, whose accounting must add up. The longer fuzzer over the
+same targets is `tools/fuzz.py`.
 """
 
 import contextlib
@@ -11,6 +12,7 @@ import random
 import struct
 import time
 import tracemalloc
+from collections import Counter
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,6 +22,7 @@ from synth import ACK, PSH, RST, SYN, Capture, Connection, tcp_packet
 
 from dissector import Dissector
 from dissector.errors import DecodeError
+from dissector.flow import EVASIONS, ROW_SUMS
 from dissector.options import Options
 from dissector.protocol import messages
 from dissector.protocol.codegen import Context
@@ -261,7 +264,79 @@ def test_random_captures_from_the_fuzzer(tmp_path_factory, rng):
     fuzz.check_capture(path, time_limit=10.0, memory_limit=200 << 20)
 
 
-# ---------------------------------------------------------------- (c) hostile frames
+# ---------------------------------------------------------------- (c) TCP segments
+
+
+def mutated_tcp(rng):
+    """A few seed connections, their segments mutated as the fuzzer's tcp target does."""
+    return fuzz.tcp_packets(fuzz.mutate_segments(rng, fuzz.seed_segments(rng)))
+
+
+@settings(max_examples=300, **FAST)
+@given(st.randoms(use_true_random=False))
+def test_mutated_tcp_segments_end_in_time_and_add_up(rng):
+    """Segments shifted, split, copied with other bytes, reordered (last first after a hole
+    too), cut, dropped, with RSTs, SYNs and FINs added: the core raises nothing, stays within
+    bounds, and every row, stats() and the TCP buffer's bound add up (fuzz.check_tcp)."""
+    fuzz.check_tcp(mutated_tcp(rng), time_limit=10.0, memory_limit=200 << 20)
+
+
+def test_the_tcp_mutations_reach_what_a_receiver_decides():
+    """The mutations make each decision of a receiving stack happen, so that the checks run
+    on them: RSTs out of the window, unanswered SYNs, overlaps that disagree, and holes given
+    up on when the buffer's bound is reached."""
+    seen = Counter()
+    for seed in range(200):
+        default, small = fuzz.check_tcp(mutated_tcp(random.Random(seed)))
+        seen.update({key: default[key] for key in EVASIONS})
+        seen["holes given up on"] += small["gaps"] > default["gaps"]
+    assert all(seen[key] for key in (*EVASIONS, "holes given up on")), seen
+
+
+ROW = {
+    "stream": 0,
+    "direction": "request",
+    "kafka": True,
+    "bytes_seen": 10,
+    "bytes_delivered": 7,
+    "bytes_duplicate": 2,
+    "bytes_dropped": 1,
+    "bytes_conflicting": 1,
+    "bytes_framed": 6,
+    "bytes_skipped": 1,
+    "bytes_malformed": 2,
+    "bytes_unused": 1,
+    "bytes_missing": 3,
+    "gaps": 1,
+    "rsts_ignored": 1,
+    "syns_ignored": 0,
+}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"bytes_seen": 11},  # a byte seen that went nowhere
+        {"bytes_conflicting": 3},  # more conflicting bytes than duplicate ones
+        {"bytes_skipped": 2},  # delivered != framed + skipped
+        {"bytes_unused": 5},  # framed bytes decoded below zero
+    ],
+)
+def test_the_tcp_checks_catch_a_row_that_does_not_add_up(change):
+    fuzz.check_row(ROW)
+    with pytest.raises(fuzz.Finding, match="accounting"):
+        fuzz.check_row({**ROW, **change})
+
+
+@pytest.mark.parametrize("key", ROW_SUMS)
+def test_the_tcp_checks_catch_stats_that_differ_from_the_rows(key):
+    stats = {k: 2 * ROW[k] for k in ROW_SUMS}
+    fuzz.check_sums(stats, [ROW, ROW], "test")
+    with pytest.raises(fuzz.Finding, match=key):
+        fuzz.check_sums({**stats, key: stats[key] + 1}, [ROW, ROW], "test")
+
+
+# ---------------------------------------------------------------- (d) hostile frames
 
 
 def api_versions(corr):
