@@ -1,6 +1,6 @@
 """The command-line options of a dissection, one set for `analyze`, `live` and `spark`."""
 
-from .options import DEFAULT_MAX_FRAME, RECORD_MODES, Options
+from .options import DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME, RECORD_MODES, Options
 
 
 def add_dissection_arguments(p):
@@ -44,6 +44,13 @@ def add_dissection_arguments(p):
         help="largest Kafka frame accepted, in bytes (default %(default)s)",
     )
     p.add_argument(
+        "--max-connections",
+        type=int,
+        default=DEFAULT_MAX_CONNECTIONS,
+        help="connections followed at once; beyond, the longest idle are ended (default "
+        "%(default)s)",
+    )
+    p.add_argument(
         "--protocol",
         choices=["0.7", "0.8+"],
         help="protocol generation of every connection (default: decided per connection)",
@@ -79,4 +86,5 @@ def dissection_options(args, written=None):
         "decompress": args.decompress,
         "max_decompressed": args.max_decompressed,
         "max_ratio": args.max_ratio,
+        "max_connections": args.max_connections,
     }

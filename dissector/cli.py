@@ -80,7 +80,13 @@ def analyze(args):
     options = dissection_options(args, table if args.output else None)
     try:
         for path in args.captures:
-            dissection = source.dissect(path, args.port, progress=args.progress, **options)
+            dissection = source.dissect(
+                path,
+                args.port,
+                progress=args.progress,
+                streams=writer is not None and table == "streams",
+                **options,
+            )
             summary = Summary.of(dissection.dissector.options)
             exchanges = _summarised(checked(dissection, args.debug), summary)
             if writer is None or table == "streams":

@@ -49,7 +49,12 @@ class Dissector:
         self.net = NetDecoder(in_place=True)
         if max_buffer is None:
             max_buffer = DEFAULT_MAX_BUFFER
-        self.tcp = TcpTracker(broker_ports=self.ports, on_open=on_open, max_buffer=max_buffer)
+        self.tcp = TcpTracker(
+            broker_ports=self.ports,
+            on_open=on_open,
+            max_buffer=max_buffer,
+            max_connections=self.options.max_connections,
+        )
         self.directory = Directory() if directory is None else directory
         self.records = self.options.record_decoder()
         self.conversations = {}  # connection id -> Conversation
@@ -80,8 +85,9 @@ class Dissector:
         payload the snap length cut), connections (that carried payload, ended or open),
         kafka_connections, open_connections, the ROW_SUMS (bytes_seen, bytes_missing,
         bytes_skipped, gaps, and the EVASIONS a receiver would have decided otherwise) and
-        midstream (connections whose client side was not found from
-        the SYN) over ended and open connections, not_kafka_ports (broker port -> ended
+        midstream (connections whose client side was not found from the SYN) over ended and
+        open connections, evicted (connections ended to stay within
+        Options.max_connections, the longest idle first), not_kafka_ports (broker port -> ended
         connections not taken as Kafka), unsupported (link type -> [packets, first frame] of
         those the decoder skipped), requests_waiting (requests awaiting their response)."""
         sums = self._sums
@@ -91,6 +97,7 @@ class Dissector:
             "connections": sums["connections"] + len(self.conversations),
             "kafka_connections": sums["kafka_connections"],
             "open_connections": len(self.conversations),
+            "evicted": self.tcp.evicted,
         }
         for key in ROW_SUMS:
             out[key] = sums[key]
@@ -121,13 +128,8 @@ class Dissector:
         """(connection, requests waiting in one of its queues, oldest first)."""
         out = []
         for conv in list(self.conversations.values()):
-            session = conv.session
-            if session is None:
-                continue
-            pending = session.pending
-            queues = pending.values() if isinstance(pending, dict) else [pending]
-            for queue in list(queues):
-                out.append((conv.conn, list(queue)))
+            if conv.session is not None:
+                out += [(conv.conn, queue) for queue in conv.session.queues()]
         return out
 
     def open_connections(self):

@@ -6,6 +6,9 @@ from functools import partial
 from .protocol.records import Limits, decode_record_set
 
 DEFAULT_MAX_FRAME = 128 * 1024 * 1024  # above Kafka's default socket.request.max.bytes
+# Connections followed at once; beyond, the longest idle are ended ("evicted"): one spoofed
+# packet makes a connection, and each costs a few KB.
+DEFAULT_MAX_CONNECTIONS = 1 << 16
 RECORD_MODES = ("full", "batches", "none")
 
 
@@ -23,11 +26,14 @@ class Options:
     decompress: bool = False
     max_decompressed: int = 256 * 1024 * 1024  # bytes one batch may decompress to
     max_ratio: int = 1000  # decompressed/compressed ratio beyond which a batch is a bomb
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
 
     def __post_init__(self):
         object.__setattr__(self, "ports", frozenset(self.ports))
         if self.protocol not in (None, "0.7", "0.8+"):
             raise ValueError(f"protocol must be '0.7' or '0.8+', not {self.protocol!r}")
+        if self.max_connections < 1:
+            raise ValueError("max_connections must be at least 1")
         if self.records not in RECORD_MODES:
             raise ValueError(f"records must be one of {', '.join(RECORD_MODES)}")
 

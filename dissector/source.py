@@ -6,37 +6,63 @@ import warnings
 from . import heap
 from .capture import open_capture
 from .errors import CaptureError
+from .events import ConnectionEnded
 from .flow import Dissector
 from .options import Options
 
 PROGRESS_EVERY = 8192  # packets between progress-bar updates
+# Packets between takings of the core's ConnectionEnded events (a power of two): rows wait
+# there as dicts, and are kept here as tuples, a quarter of the size.
+TAKE_ENDED = 1 << 14
 
 
 class Dissection:
     """An iterable of the exchanges in one capture file, in the order they complete.
 
     After iteration: `ended` holds the ConnectionEnded events of the core and `streams`
-    their accounting rows (the streams table), `stats()` the core's counters, `warnings` what
-    the reader noticed, `frame` the last frame read and `offset` the byte offset of its
-    record or block.
+    their accounting rows (the streams table; both empty with streams=False, which keeps no
+    memory for ended connections), `stats()` the core's counters, `warnings` what the reader
+    noticed, `frame` the last frame read and `offset` the byte offset of its record or block.
 
     A capture none of whose packets has a link type the dissector reads is a CaptureError
     naming the first of them; one where only some have such link types, a warning.
     """
 
-    def __init__(self, path, options, progress=None, name=None):
+    def __init__(self, path, options, progress=None, name=None, streams=True):
         self.path = name or path  # `path` may be an open binary file, which `name` names
         self._input = path
         self.dissector = Dissector(options)
+        self.keeps_streams = streams  # False: `ended` stays empty, an ended connection costs 0
         self.progress = progress
         self.warnings = []
-        self.ended = []  # ConnectionEnded events, in the order the connections ended
+        self._ended = []  # (id, kafka, rows as tuples of their values) per ended connection
+        self._columns = None  # the rows' keys, in their order
         self._reader = None
+
+    @property
+    def ended(self):
+        """The ConnectionEnded events, in the order the connections ended."""
+        columns = self._columns
+        return [
+            ConnectionEnded(id, [dict(zip(columns, values, strict=True)) for values in rows], kafka)
+            for id, kafka, rows in self._ended
+        ]
 
     @property
     def streams(self):
         """The accounting rows of the ended connections, two per connection."""
         return [row for event in self.ended for row in event.rows]
+
+    def _take_ended(self):
+        """The core's ended events, kept compactly: an ended connection keeps only its rows."""
+        events = self.dissector.ended()
+        if not self.keeps_streams:
+            return
+        for event in events:
+            rows = event.rows
+            if self._columns is None:
+                self._columns = tuple(rows[0])
+            self._ended.append((event.id, event.kafka, [tuple(r.values()) for r in rows]))
 
     def stats(self):
         """The core's counters (Dissector.stats)."""
@@ -63,10 +89,12 @@ class Dissection:
                     out = feed(packet)
                     if out:  # most packets complete no exchange
                         yield from out
+                    if not packet.frame & (TAKE_ENDED - 1):
+                        self._take_ended()
             else:
-                yield from _with_progress(d, reader, bar)
+                yield from self._with_progress(reader, bar)
             out = d.finish()
-            self.ended += d.ended()
+            self._take_ended()
             yield from out
             self.warnings = list(reader.warnings)
         unsupported = d.stats()["unsupported"]
@@ -83,17 +111,18 @@ class Dissection:
             )
         )
 
-
-def _with_progress(d, reader, bar):
-    """Feeding with a progress bar, updated every PROGRESS_EVERY packets."""
-    done = 0
-    for packet in reader:
-        yield from d.feed(packet)
-        if packet.frame % PROGRESS_EVERY == 0:
-            bar.update(reader.bytes_read - done)
-            done = reader.bytes_read
-    bar.update(reader.bytes_read - done)
-    bar.close()
+    def _with_progress(self, reader, bar):
+        """Feeding with a progress bar, updated every PROGRESS_EVERY packets."""
+        done = 0
+        feed = self.dissector.feed
+        for packet in reader:
+            yield from feed(packet)
+            if packet.frame % PROGRESS_EVERY == 0:
+                bar.update(reader.bytes_read - done)
+                done = reader.bytes_read
+                self._take_ended()
+        bar.update(reader.bytes_read - done)
+        bar.close()
 
 
 def linktype_warning(path, unsupported, packets, first_of_linktype):
@@ -139,13 +168,14 @@ def _progress_bar(path, total, wanted):
     return tqdm(total=total, unit="B", unit_scale=True, desc=str(path), file=sys.stderr)
 
 
-def dissect(path, ports=(), *, progress=None, **options):
+def dissect(path, ports=(), *, progress=None, streams=True, **options):
     """The exchanges of a pcap/pcapng file (optionally gzip-compressed), streamed.
 
-    ports: broker ports to dissect (default: detect Kafka on any port). Other keywords are
-    Options fields: protocol ("0.7"/"0.8+"), max_frame, show_secrets, records.
+    ports: broker ports to dissect (default: detect Kafka on any port). streams: keep the
+    streams table's rows (Dissection.streams). Other keywords are Options fields: protocol
+    ("0.7"/"0.8+"), max_frame, show_secrets, records, max_connections.
     """
-    return Dissection(path, Options(ports=ports, **options), progress=progress)
+    return Dissection(path, Options(ports=ports, **options), progress=progress, streams=streams)
 
 
 def read_pcap(path, ports=(), table="pairs", *, progress=None, **options):
@@ -159,7 +189,7 @@ def read_pcap(path, ports=(), table="pairs", *, progress=None, **options):
 
     if table == "records":
         options.setdefault("records", "full")
-    dissection = dissect(path, ports, progress=progress, **options)
+    dissection = dissect(path, ports, progress=progress, streams=table == "streams", **options)
     if table == "streams":
         for _ in dissection:
             pass

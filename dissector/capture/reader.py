@@ -146,7 +146,8 @@ class Inflated:
             if self.inflated > self.ratio * read:
                 raise Bomb(
                     f"decompression bomb: the gzip stream expands past {self.ratio} times "
-                    f"its compressed size ({self.inflated} bytes from {read})"
+                    f"its compressed size ({self.inflated} bytes from {read}); if the capture is "
+                    "real, read it decompressed: zcat FILE | kafka-dissect analyze -"
                 )
         return data
 

@@ -11,7 +11,9 @@ def read_tables(path, tables, ports=(), progress=None, check=iter, **options):
     `check` wraps the stream of exchanges (the command line's error reporting)."""
     if "records" in tables:
         options["records"] = "full"  # a record is only known once its batch is parsed
-    dissection = source.dissect(path, ports, progress=progress, **options)
+    dissection = source.dissect(
+        path, ports, progress=progress, streams="streams" in tables, **options
+    )
     exchanges = list(check(dissection))
     out = {}
     for table in tables:

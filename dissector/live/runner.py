@@ -226,6 +226,8 @@ class LiveRun:
             "resyncs": 2 * core["midstream"] + core["gaps"],
             "bytes_skipped": core["bytes_skipped"],
             "expired_requests": self.expired,
+            # Connections ended to stay within --max-connections, the longest idle first.
+            "evicted": core["evicted"],
         }
 
     def waiting(self, limit=5):

@@ -123,4 +123,5 @@ def stats_line(stats):
         f"{stats['exchanges']} exchanges; kernel drops {'?' if drops is None else drops}, "
         f"bytes missing {stats['bytes_missing']} in {stats['gaps']} gaps, "
         f"resyncs {stats['resyncs']}, expired requests {stats['expired_requests']}"
+        + (f", connections evicted {stats['evicted']}" if stats.get("evicted") else "")
     )

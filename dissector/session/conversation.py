@@ -94,6 +94,8 @@ class Conversation:
         self.held = ([], [])
         if self.session is not None and not self.conn.ignored:
             out += self.session.end()
+        for framer in self.framers:  # their checks hold this object: no cycle left to collect
+            framer.is_frame_start = framer.refuses = None
         return out
 
     def _framed(self, side, items):

@@ -95,3 +95,7 @@ class LegacySession:
         ]
         self.pending.clear()
         return out
+
+    def queues(self):
+        """The requests waiting for their response, oldest first (pairing is by order)."""
+        return [list(self.pending)]

@@ -124,13 +124,17 @@ class ModernSession:
         self.directory = directory
         self.show_secrets = options.show_secrets
         self.records = records  # the record-set decoder handed to every Context
-        self.pending = {}  # correlation id -> deque of Requests (ids may repeat)
+        # Correlation id -> the Request waiting on it, or a deque of them when the id repeats
+        # (a deque costs 760 bytes: one per request in flight would be most of a session's
+        # memory). See _requests.
+        self.pending = {}
         self.sent = deque()  # requests in the order sent; answered ones leave lazily
-        self.early = deque()  # (correlation id, frame) of responses captured before a request
+        # The queues below are rarely used: () until their first item, then deques.
+        self.early = ()  # (correlation id, frame) of responses captured before a request
         self.last_response_end = None  # when the broker last finished a response
         # Produce requests with acks=0 expect no response, but some brokers answer them:
         # the newest are kept until a later response proves theirs will not come.
-        self.silent = deque()
+        self.silent = ()
         # Whether the waiting queues are Waiting ones, indexed by kind: from the first time
         # the broker side re-finds a boundary; until then plain deques, as cheap as can be.
         self.indexed = False
@@ -138,7 +142,7 @@ class ModernSession:
         # answer or after a refusal: tokens are then read as unknown, opaque.
         self.mechanism = None
         self.raw_sasl = False  # after a SaslHandshake v0: raw SASL tokens, no Kafka headers
-        self.raw_pending = deque()
+        self.raw_pending = ()
         self.client_id = None  # of the last request: raw SASL tokens have no header
         self.lost = False  # bytes of the broker's side went missing (a capture gap)
         self.bad = Malformed()
@@ -175,7 +179,7 @@ class ModernSession:
         self.indexed = True
         for corr, queue in list(self.pending.items()):
             waiting = Waiting()
-            for req in queue:
+            for req in _requests(queue):
                 waiting.append(req)
             self.pending[corr] = waiting
 
@@ -200,6 +204,8 @@ class ModernSession:
         data = frame.data
         if self.raw_sasl:
             if not decodes_fully(data):
+                if not self.raw_pending:
+                    self.raw_pending = deque()
                 self.raw_pending.append(self._raw_token(frame, from_client=True))
                 return []
             self.raw_sasl = False  # the client is back to Kafka requests
@@ -208,7 +214,7 @@ class ModernSession:
                 build(self.conn, PROTOCOL, r, status=ex.UNANSWERED, reason="response lost")
                 for r in self.raw_pending
             ]
-            self.raw_pending.clear()
+            self.raw_pending = ()
             return early + self.request(frame)
         try:
             header = decode_request_header(data)
@@ -265,15 +271,22 @@ class ModernSession:
         """A request waits for its response (acks=0 produce requests, for none)."""
         key = req.api_key
         if key == PRODUCE and ctx.fields.get("Acks") == 0:
+            if not self.silent:
+                self.silent = deque()
             self.silent.append(req)
             if len(self.silent) > SILENT_WINDOW:
                 return [self._unanswerable(self.silent.popleft())]
             return []
         self.sent.append(req)
-        waiting = self.pending.get(req.correlation_id)
+        corr = req.correlation_id
+        waiting = self.pending.get(corr)
         if waiting is None:
-            waiting = Waiting() if self.indexed else deque()
-            self.pending[req.correlation_id] = waiting
+            if not self.indexed:
+                self.pending[corr] = req
+                return []
+            waiting = self.pending[corr] = Waiting()
+        elif waiting.__class__ is Request:  # the id repeats: a queue from now on
+            waiting = self.pending[corr] = deque((waiting,))
         waiting.append(req)
         return []
 
@@ -330,10 +343,14 @@ class ModernSession:
         corr = correlation_id(data)
         queue = self.pending.get(corr)
         out = []
-        if queue:
-            req = queue.popleft()
-            if not queue:
+        if queue is not None:
+            if queue.__class__ is Request:
+                req = queue
                 del self.pending[corr]
+            else:
+                req = queue.popleft()
+                if not queue:
+                    del self.pending[corr]
             # A broker answers in order: requests sent before this one have had their chance.
             while self.silent and self.silent[0].frame.offset < req.frame.offset:
                 out.append(self._unanswerable(self.silent.popleft()))
@@ -343,6 +360,8 @@ class ModernSession:
             if req is None:
                 # Its request may come next: captures on several queues or interfaces can
                 # record a response before the request it answers.
+                if not self.early:
+                    self.early = deque()
                 self.early.append((corr, frame))
                 return self.expire_early(frame.last_ts, len(self.early) > EARLY_LIMIT)
         out.append(self._answer(req, frame))
@@ -377,7 +396,10 @@ class ModernSession:
             if r is req:
                 break
             queue = self.pending.get(r.correlation_id)
-            if queue and r in queue:  # still waiting
+            if queue is r:  # still waiting
+                del self.pending[r.correlation_id]
+                older.append(r)
+            elif queue is not None and queue.__class__ is not Request and r in queue:
                 queue.remove(r)
                 if not queue:
                     del self.pending[r.correlation_id]
@@ -459,7 +481,7 @@ class ModernSession:
         raw SASL tokens waiting, the client id of the last request and the end of the last
         response. Facts a run that joined mid-stream cannot know and that matter only now
         and then (the SASL mechanism, a gap in the broker's bytes) are apart, in `rare_state`."""
-        waiting = {id(r) for q in self.pending.values() for r in q}
+        waiting = {id(r) for q in self.pending.values() for r in _requests(q)}
         return (
             PROTOCOL,
             tuple(_identity(r) for r in self.sent if id(r) in waiting),
@@ -481,10 +503,15 @@ class ModernSession:
         `unanswered`, acks=0 produce requests `no_response_expected`, raw SASL tokens
         `unanswered`, and responses held for a request that never came, orphans."""
         out = []
-        for corr in [c for c, q in self.pending.items() if due(q[0], now, allowance_ns)]:
-            queue = self.pending[corr]
+        for corr, queue in list(self.pending.items()):
+            if not due(_requests(queue)[0], now, allowance_ns):
+                continue
+            if queue.__class__ is Request:
+                queue = deque((queue,))
             out += expired_rows(self, queue, now, allowance_ns)
-            if not queue:
+            if queue:
+                self.pending[corr] = queue
+            else:
                 del self.pending[corr]
         out += expired_rows(self, self.silent, now, allowance_ns, ex.NO_RESPONSE_EXPECTED)
         out += expired_rows(self, self.raw_pending, now, allowance_ns)
@@ -498,7 +525,7 @@ class ModernSession:
         out = [
             build(self.conn, PROTOCOL, req, status=ex.UNANSWERED, reason=why)
             for queue in self.pending.values()
-            for req in queue
+            for req in _requests(queue)
         ]
         out += [self._unanswerable(req) for req in self.silent]
         out += [
@@ -509,12 +536,20 @@ class ModernSession:
             build(self.conn, PROTOCOL, None, Side(frame), ex.ORPHAN_RESPONSE, corr)
             for corr, frame in self.early
         ]
-        self.early.clear()
+        self.early = self.silent = self.raw_pending = ()
         self.pending.clear()
         self.sent.clear()
-        self.silent.clear()
-        self.raw_pending.clear()
         return out
+
+    def queues(self):
+        """The requests waiting for their response, one list per correlation id, oldest
+        first."""
+        return [list(_requests(q)) for q in self.pending.values()]
+
+
+def _requests(entry):
+    """The requests of an entry of `pending`: one Request, or a deque of those on one id."""
+    return (entry,) if entry.__class__ is Request else entry
 
 
 def _identity(req):

@@ -103,6 +103,11 @@ def ended(conn):
             return f"connection ended: its port was reused at frame {conn.end_frame}"
         if conn.end_reason == "idle":
             return f"connection ended: idle since frame {conn.end_frame}"
+        if conn.end_reason == "evicted":
+            return (
+                f"connection ended: idle since frame {conn.end_frame}, evicted to bound the "
+                "connections followed (--max-connections)"
+            )
         return f"connection ended: the capture ends (last packet frame {conn.end_frame})"
     who = "client" if conn.ended_by == conn.client_side else "broker"
     how = HOW.get(conn.end_reason, "FIN")

@@ -235,7 +235,7 @@ def _options(options):
         if isinstance(ports, str):
             ports = [int(p) for p in ports.replace(",", " ").split()]
         out["ports"] = sorted(int(p) for p in ports)
-    for name in ("max_frame", "max_decompressed", "max_ratio"):
+    for name in ("max_frame", "max_decompressed", "max_ratio", "max_connections"):
         if name in out:
             out[name] = int(out[name])
     for name in ("show_secrets", "decompress"):

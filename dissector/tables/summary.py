@@ -305,6 +305,12 @@ def capture_notes(stats, ports=()):
         lost.append(f"{skipped} bytes skipped re-finding frame boundaries")
     if lost:
         lines.append("warning: the capture lost data: " + ", ".join(lost))
+    if stats["evicted"]:
+        lines.append(
+            f"warning: {stats['evicted']} connections evicted, the longest idle, to bound the "
+            "connections followed (--max-connections); later packets of theirs were followed "
+            "as new connections"
+        )
     return lines + evasion_notes(stats)
 
 

@@ -1,8 +1,11 @@
 """The connection table: segments in, per-side ordered stream events out."""
 
+from heapq import nsmallest
+
 from dissector.tuples import new as _new  # a NamedTuple from its fields, a C call
 
 from ..net.segment import ACK, FIN, RST, SYN
+from ..options import DEFAULT_MAX_CONNECTIONS
 from .connection import Connection, endpoints_key
 from .events import StreamData, StreamEnd
 from .halfstream import MASK, HalfStream
@@ -30,17 +33,20 @@ class TcpTracker:
         max_buffer=DEFAULT_MAX_BUFFER,
         max_closed=DEFAULT_MAX_CLOSED,
         on_open=None,
+        max_connections=DEFAULT_MAX_CONNECTIONS,
     ):
         self.broker_ports = frozenset(broker_ports)
         self.on_open = on_open
         self.max_buffer = max_buffer
         self.max_closed = max_closed
+        self.max_connections = max_connections
         self._halves = {}  # (src, sport, dst, dport) -> HalfStream of that sender
         self._live = {}  # id -> Connection, in order of id
         self._closed = {}  # 4-tuple -> id of the ended connection, oldest first
         self.connections = 0  # connections opened so far
         self.late_segments = 0  # segments of connections that had already ended
         self.late_bytes = 0
+        self.evicted = 0  # connections ended to stay within max_connections
         self._ended = [0, 0, 0, 0, 0]  # seen, delivered, gap, dup, dropped of ended connections
 
     def feed(self, seg):
@@ -68,6 +74,8 @@ class TcpTracker:
                 self.late_segments += 1
                 self.late_bytes += len(payload)
                 return out
+            if len(self._live) >= self.max_connections:
+                self._evict(out)
             half = self._open(seg)
         self._segment(half, seg, out)
         return out
@@ -95,6 +103,14 @@ class TcpTracker:
         for conn in [c for c in self._live.values() if c.last_ts < before_ts]:
             self._end(conn, conn.last_frame, conn.last_ts, "idle", out)
         return out
+
+    def _evict(self, out):
+        """Too many connections followed: the longest idle eighth of them end ("evicted"), as
+        idle ones do. An eighth at a time keeps the choice at O(log n) a connection."""
+        victims = nsmallest(max(1, self.max_connections >> 3), self._live.values(), _idle_since)
+        for conn in victims:
+            self._end(conn, conn.last_frame, conn.last_ts, "evicted", out)
+        self.evicted += len(victims)
 
     @property
     def live(self):
@@ -174,7 +190,7 @@ class TcpTracker:
         del self._halves[k0]
         # k1 is k0 when both ends are one address and port (a socket connected to itself).
         self._halves.pop(k1, None)
-        if reason not in ("reused", "idle"):
+        if reason not in ("reused", "idle", "evicted"):
             closed = self._closed
             closed[k0] = closed[k1] = conn.id
             while len(closed) > self.max_closed:
@@ -287,6 +303,10 @@ class TcpTracker:
             return
         half.refresh()
         peer.refresh()
+
+
+def _idle_since(conn):
+    return conn.last_ts
 
 
 def _ending(conn, side, frame, ts):
