@@ -105,6 +105,6 @@ def test_the_port_hint_only_when_no_port_was_given(tmp_path):
     assert "not Kafka: 1 TCP connections (ports 22)" in notes
     assert HINT not in notes
     stats = {"not_kafka_ports": ["22"], "kafka_connections": 0, "gaps": 0, "cut_packets": 0}
-    stats.update(dict.fromkeys(("bytes_skipped", *EVASIONS), 0))
+    stats.update(dict.fromkeys(("bytes_skipped", "evicted", *EVASIONS), 0))
     assert capture_notes(stats) == ["not Kafka: 1 TCP connections (ports 22)", HINT]
     assert capture_notes(stats, [22]) == ["not Kafka: 1 TCP connections (ports 22)"]
