@@ -1,13 +1,15 @@
 """Live capture on loopback against a Tansu broker: rates, CPU, memory over a long run, and a
 picture of the terminal view.
 
-    python benchmarks/bench_live.py                   # everything (about 14 minutes)
-    python benchmarks/bench_live.py --only rate       # also: replay, cpu, soak, picture
+    python benchmarks/bench_live.py                   # everything (about 16 minutes)
+    python benchmarks/bench_live.py --only rate       # also: replay, cpu, soak, picture, lab
+    python benchmarks/bench_live.py --only lab --capture captures/group-rebalance.pcap
 
-Needs root (or a capture-capable tcpdump), tmux for the picture, and the test dependencies.
-Writes the report to benchmarks/out/live.md (and prints it), the picture to
-benchmarks/live_view.txt. The load is tests/sniff_load.py: small Metadata/ApiVersions
-requests, each answered before the next, five packets an exchange on loopback.
+Needs root (or a capture-capable tcpdump), tmux for the picture, tcpreplay and iproute2 for
+the lab, and the test dependencies. Writes the report to benchmarks/out/live.md (and prints
+it), the picture to benchmarks/live_view.txt, the lab's table to benchmarks/live_lab.md. The
+load is tests/sniff_load.py: small Metadata/ApiVersions requests, each answered before the
+next, five packets an exchange on loopback.
 
 - rate: `sniff()` in this process under growing load, 15 s a step: packets/s and
   exchanges/s, kernel drops, the dissector's backlog;
@@ -17,7 +19,14 @@ requests, each answered before the next, five packets an exchange on loopback.
   of the command and of its tcpdump;
 - soak: the same command for --soak seconds (default 600) with connections that reconnect
   every 20 s, writing parquet rotated every 2 minutes: resident memory sampled every 10 s;
-- picture: the terminal view in a 130x42 tmux window, captured with capture-pane.
+- picture: the terminal view in a 130x42 tmux window, captured with capture-pane;
+- lab: a recorded capture (benchmarks/out/real.pcap when there, else --capture) replayed by
+  tcpreplay onto a veth pair (tools/replay_lab.py) at each of --rates packets/s while
+  `kafka-dissect live -i <other end> --port P -o live.parquet` captures, stopped by SIGINT:
+  packets replayed and seen, kernel drops, exchanges against `kafka-dissect analyze` on the
+  file, CPU per 10,000 packets/s, and the highest rate without a drop. `--copies N` replays N
+  copies of the capture played at once (benchmarks/replicate.py), for longer runs; `--rounds
+  N` goes through the rates N times.
 """
 
 import argparse
@@ -26,6 +35,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,11 +45,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tools import replay_lab  # noqa: E402
 from tools.broker import Tansu  # noqa: E402
 
 LOAD = ROOT / "tests" / "sniff_load.py"
 OUT = ROOT / "benchmarks" / "out"
 PICTURE = ROOT / "benchmarks" / "live_view.txt"
+LAB_TABLE = ROOT / "benchmarks" / "live_lab.md"
+REAL = OUT / "real.pcap"
+SAMPLE = ROOT / "captures" / "group-rebalance.pcap"
+RATES = "20000,40000,60000,80000,100000"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -260,6 +275,145 @@ def take_picture(broker, workdir):
     return f"{PICTURE.relative_to(ROOT)} ({len(picture.splitlines())} lines)"
 
 
+# -- the replay lab -----------------------------------------------------------------------------
+
+
+def replicated(capture, copies, workdir):
+    """`copies` of the capture played at once, on client addresses of their own."""
+    if copies == 1:
+        return capture
+    from benchmarks.replicate import replicate
+
+    out = workdir / f"{capture.stem}{copies}x.pcap"
+    replicate(capture, out, copies, 0.37, None)
+    return out
+
+
+def code_measured():
+    """Which dissector the lab's commands run (PYTHONPATH, else the installed package), at
+    which commit, compiled or not."""
+    probe = "import dissector, dissector.flow as f; print(dissector.__file__, f.__file__)"
+    found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                           cwd=replay_lab.RUN_DIR, check=True).stdout.split()  # fmt: skip
+    package = Path(found[0]).parent.parent
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(package), *args], capture_output=True,
+                              text=True).stdout.strip()  # fmt: skip
+
+    commit = (
+        f"{git('rev-parse', '--abbrev-ref', 'HEAD')} at {git('log', '-1', '--format=%h (%cs)')}"
+    )
+    changed = " with changes" if git("status", "--porcelain", "-uno", "--", "dissector") else ""
+    hot_path = "compiled" if found[1].endswith(".so") else "pure Python"
+    return f"{commit}{changed}, hot path {hot_path}"
+
+
+def lab_row(pps, run, ref):
+    r = run.replayed
+    return {
+        "asked": pps,
+        "reached": r.pps,
+        "replayed": r.packets,
+        "failed": r.failed,
+        "seen": run.packets,
+        "kernel drops": run.kernel_drops,
+        "exchanges": len(run.exchanges),
+        "same exchanges": run.exchanges == ref.exchanges,
+        "cpu s": run.cpu_seconds,
+        # CPU seconds per 10,000 packets: the share of a core 10,000 packets/s keep busy.
+        "cpu per 10k pps": run.cpu_seconds * 10_000 / max(run.packets, 1),
+        "stop s": run.stop_seconds,
+    }
+
+
+def bench_lab(capture, rates, copies, rounds, workdir):
+    """Every rate in turn, `rounds` times over, so that a change of load on the machine
+    touches every rate alike."""
+    load_before = os.getloadavg()[0]
+    name = capture.name if copies == 1 else f"{copies} copies of {capture.name}"
+    capture, skipped = replay_lab.prepare(replicated(capture, copies, workdir), workdir)
+    ref = replay_lab.reference(capture, workdir)
+    output = workdir / "live.parquet"
+    runs = {pps: [] for pps in sorted(rates)}
+    with replay_lab.veth_pair() as lab:
+        for _ in range(rounds):
+            for pps, rows in runs.items():
+                output.unlink(missing_ok=True)
+                run = replay_lab.live_replay(lab, capture, ref.ports, output, pps)
+                rows.append(lab_row(pps, run, ref))
+                print(rows[-1], flush=True)
+    return {
+        "capture": name,
+        "MB": capture.stat().st_size / 1e6,
+        "packets": runs[min(runs)][0]["replayed"],
+        "skipped": skipped,
+        "exchanges": len(ref.exchanges),
+        "ports": ref.ports,
+        "code": code_measured(),
+        "load": (load_before, os.getloadavg()[0]),
+        "command": " ".join(["python", "benchmarks/bench_live.py", *sys.argv[1:]]),
+        "rounds": rounds,
+        "runs": runs,
+    }
+
+
+def lossless(rows):
+    return all(r["kernel drops"] == 0 and r["same exchanges"] for r in rows)
+
+
+def drop_free(runs):
+    """The highest rate below the first one that lost anything in any round."""
+    best = None
+    for pps, rows in runs.items():
+        if not lossless(rows):
+            break
+        best = pps
+    return best
+
+
+def lab_report(r):
+    def each(rows, key, fmt="{:,}"):
+        return " / ".join(fmt.format(row[key]) for row in rows)
+
+    def median(rows, key):
+        return statistics.median(row[key] for row in rows)
+
+    best = drop_free(r["runs"])
+    rounds = f"; {r['rounds']} rounds of the rates in turn" if r["rounds"] > 1 else ""
+    lines = [
+        f"`{r['capture']}`: {r['packets']:,} packets ({r['skipped']} left out), "
+        f"{r['MB']:.1f} MB, {r['exchanges']:,} exchanges found by `kafka-dissect analyze`; "
+        f"`kafka-dissect live -i <veth end> --port {','.join(map(str, r['ports']))} -o "
+        f"live.parquet`, stopped by SIGINT when tcpreplay ends{rounds}. {os.cpu_count()} cores, "
+        f"load average {r['load'][0]:.1f} before, {r['load'][1]:.1f} after. Code: {r['code']}. "
+        f"Run: `{r['command']}`.",
+        "",
+        "| packets/s asked | reached | packets seen | kernel drops | exchanges | "
+        "same as analyze | CPU s | CPU per 10k packets/s | stop s |",
+        "|---:|---:|---:|---:|---:|---|---:|---:|---:|",
+    ]
+    for pps, rows in r["runs"].items():
+        lines.append(
+            f"| {pps:,} | {median(rows, 'reached'):,.0f} | {each(rows, 'seen')} | "
+            f"{each(rows, 'kernel drops')} | {each(rows, 'exchanges')} | "
+            f"{'yes' if lossless(rows) else 'no'} | {median(rows, 'cpu s'):.2f} | "
+            f"{100 * median(rows, 'cpu per 10k pps'):.0f}% of a core | "
+            f"{median(rows, 'stop s'):.1f} |"
+        )
+    found = f"{best:,} packets/s" if best else "none of the rates"
+    notes = [
+        "Packets seen, kernel drops and exchanges: each round; the rest: medians. CPU: "
+        "`kafka-dissect live` with its tcpdump, user + system, from the start of capture to "
+        "its end; per 10k packets/s: CPU seconds per 10,000 packets seen. Stop s: from SIGINT "
+        "to the end of the command.",
+        "",
+        f"Highest rate without a drop in any round: {found}.",
+        "",
+    ]
+    return [*lines, "", *notes]
+
+
 # -- report -------------------------------------------------------------------------------------
 
 
@@ -302,19 +456,42 @@ def report(results):
         lines += ["", "```", *r["summary"], "```", ""]
     if "picture" in results:
         lines += [f"Picture: {results['picture']}", ""]
+    if "lab" in results:
+        lines += ["## Replay lab", "", *lab_report(results["lab"])]
     return "\n".join(lines)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--only", action="append",
-                   choices=["rate", "replay", "cpu", "soak", "picture"])  # fmt: skip
+                   choices=["rate", "replay", "cpu", "soak", "picture", "lab"])  # fmt: skip
     p.add_argument("--soak", type=float, default=600, help="soak seconds (default 600)")
+    p.add_argument(
+        "--capture",
+        type=Path,
+        help="the lab's capture (default "
+        "benchmarks/out/real.pcap when there, else captures/group-rebalance.pcap)",
+    )
+    p.add_argument("--rates", default=RATES, help=f"the lab's packets/s (default {RATES})")
+    p.add_argument(
+        "--copies",
+        type=int,
+        default=1,
+        help="copies of the capture the lab plays at once (default 1)",
+    )
+    p.add_argument("--rounds", type=int, default=1,
+                   help="times the lab goes through the rates (default 1)")  # fmt: skip
     a = p.parse_args()
-    parts = a.only or ["rate", "replay", "cpu", "soak", "picture"]
+    parts = a.only or ["rate", "replay", "cpu", "soak", "picture", "lab"]
+    if "lab" in parts and (why := replay_lab.unavailable()):
+        p.error(why)
+    capture = a.capture or (REAL if REAL.exists() else SAMPLE)
+    rates = [int(float(r)) for r in a.rates.split(",")]
     OUT.mkdir(parents=True, exist_ok=True)
     results = {}
-    with Tansu() as broker, tempfile.TemporaryDirectory() as tmp:
+    # The lab replays a file: it needs no broker.
+    broker = Tansu() if set(parts) - {"lab"} else contextlib.nullcontext()
+    with broker as broker, tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         signal.signal(signal.SIGTERM, signal.default_int_handler)
         for part in parts:
@@ -329,10 +506,15 @@ def main():
                 results[part] = bench_soak(broker, workdir, a.soak)
             elif part == "picture":
                 results[part] = take_picture(broker, workdir)
+            elif part == "lab":
+                results[part] = bench_lab(capture, rates, a.copies, a.rounds, workdir)
             print(results[part], flush=True)
     text = report(results)
     name = "live.md" if not a.only else f"live-{'-'.join(parts)}.md"
     (OUT / name).write_text(text)
+    if "lab" in results:
+        title = f"# Live capture on the replay lab, {time.strftime('%Y-%m-%d')}"
+        LAB_TABLE.write_text("\n".join([title, "", *lab_report(results["lab"])]))
     print(text)
 
 
