@@ -212,7 +212,8 @@ class LiveRun:
             else (self._last_ts - self._first_ts) / 1e9,
             "bytes": self.bytes,
             "captured": counters.get("captured"),
-            "kernel_drops": counters.get("kernel_drops"),
+            # Packets, each counted once (the kernel counts loopback packets twice).
+            "kernel_drops": counters.get("packets_dropped"),
             "interface_drops": counters.get("interface_drops"),
             "queued": len(self._queue),
             # As `analyze` counts them: connections that carried payload, ended or not.
