@@ -1,5 +1,5 @@
-"""The figures of a live run: the kernel's drops as packets missing (each loopback packet is
-counted twice by the kernel).
+"""The figures of a live run: the lag, and the kernel's drops as packets missing (each
+loopback packet is counted twice by the kernel).
 
 The last tests capture on loopback (root, or tcpdump with CAP_NET_RAW and CAP_NET_ADMIN;
 skipped with the reason otherwise): a tiny ring drops packets while a reference capture with
@@ -12,8 +12,10 @@ import threading
 import time
 
 import pytest
+from rich.console import Console
 
 import dissector
+from dissector.capture.packet import Packet
 from dissector.live import LiveCaptureError, port_filter
 from dissector.live.capture import (
     TcpdumpCapture,
@@ -23,7 +25,28 @@ from dissector.live.capture import (
     with_report,
 )
 from dissector.live.runner import LiveRun
+from dissector.live.view import loss_line, stats_line
 from dissector.options import Options
+
+S = 10**9  # nanoseconds a second
+T0 = 1_700_000_000 * S  # capture time of the first exchange
+
+
+def figures(**more):
+    return {
+        "seconds": 12.0, "packets": 100, "bytes": 5000, "open_connections": 1, "exchanges": 20,
+        "kernel_drops": 0, "bytes_missing": 0, "gaps": 0, "resyncs": 0, "expired_requests": 0,
+        "queued": 0, "lag": 0.0, **more,
+    }  # fmt: skip
+
+
+def shown(renderable):
+    console = Console(record=True, width=130, color_system=None)
+    console.print(renderable)
+    return console.export_text()
+
+
+# -- lag and queue ----------------------------------------------------------------------------
 
 
 class Capture:
@@ -32,6 +55,37 @@ class Capture:
     counters = {}
     warnings = []
     name = "fake"
+
+    def __init__(self, started_ns=None):
+        if started_ns is not None:
+            self.started_ns = started_ns
+
+
+def queued_run(capture, *ts):
+    run = LiveRun(capture, Options())
+    run._queue.extend(Packet(i + 1, t, 1, b"", 0) for i, t in enumerate(ts))
+    return run
+
+
+def test_lag_of_a_live_capture_is_the_age_of_the_oldest_queued_packet():
+    now = time.time_ns()
+    run = queued_run(Capture(started_ns=now - 60 * S), now - 7 * S, now - 2 * S)
+    stats = run.stats()
+    assert stats["queued"] == 2
+    assert 7.0 <= stats["lag"] < 8.0
+    assert queued_run(Capture(started_ns=now)).stats()["lag"] == 0.0  # nothing waits
+
+
+def test_lag_of_a_stream_is_the_capture_time_queued():
+    """A piped stream's clock may be another machine's: the lag is what the queue holds."""
+    run = queued_run(Capture(), T0, T0 + 3 * S, T0 + 4 * S)
+    assert run.stats()["lag"] == pytest.approx(4.0)
+
+
+def test_queue_and_lag_are_shown():
+    stats = figures(queued=150_000, lag=4.25)
+    assert "queued 150,000 · lag 4.2 s" in shown(loss_line(stats))
+    assert stats_line(stats).endswith("; queued 150000, lag 4.2 s")
 
 
 # -- kernel drops -----------------------------------------------------------------------------

@@ -216,6 +216,7 @@ class LiveRun:
             "kernel_drops": counters.get("packets_dropped"),
             "interface_drops": counters.get("interface_drops"),
             "queued": len(self._queue),
+            "lag": self._lag(),
             # As `analyze` counts them: connections that carried payload, ended or not.
             "connections": core["connections"],
             "kafka_connections": core["kafka_connections"],
@@ -230,6 +231,30 @@ class LiveRun:
             # Connections ended to stay within --max-connections, the longest idle first.
             "evicted": core["evicted"],
         }
+
+    def _lag(self):
+        """Seconds the dissector is behind the capture: how long ago the oldest packet still
+        queued was captured; 0 with nothing queued (a quiet network is not lag).
+
+        Taken from capture timestamps, not from when the reader queued packets: while the
+        reader pauses, packets wait in the pipe and the kernel's ring too, and only the capture
+        time counts that wait. tcpdump stamps them with this machine's clock, so now is the
+        clock; a stream's clock may be another machine's or a file's past, so there the newest
+        packet read stands for now (a lower bound: what waits before the reader is not seen).
+        """
+        queue = self._queue
+        try:
+            oldest = queue[0].ts
+            newest = queue[-1].ts
+        except IndexError:  # nothing queued, or emptied meanwhile by the dissecting thread
+            return 0.0
+        now = newest if self._capture_start_ns() is None else time.time_ns()
+        return max(0.0, (now - oldest) / 1e9)
+
+    def _capture_start_ns(self):
+        """When a live capture began, in the clock that stamps its packets; None for a
+        stream, whose own start is not known."""
+        return getattr(self.capture, "started_ns", None)
 
     def waiting(self, limit=5):
         """The oldest requests still waiting for their response: (request, connection)."""
