@@ -1,11 +1,12 @@
-"""The figures of a live run: the lag, and the kernel's drops as packets missing (each
-loopback packet is counted twice by the kernel).
+"""The figures of a live run: rates over the capture time the window covers, the lag, and the
+kernel's drops as packets missing (each loopback packet is counted twice by the kernel).
 
 The last tests capture on loopback (root, or tcpdump with CAP_NET_RAW and CAP_NET_ADMIN;
 skipped with the reason otherwise): a tiny ring drops packets while a reference capture with
 a large ring sees them all, and the drops reported are the packets missing.
 """
 
+import re
 import subprocess
 import sys
 import threading
@@ -25,18 +26,38 @@ from dissector.live.capture import (
     with_report,
 )
 from dissector.live.runner import LiveRun
-from dissector.live.view import loss_line, stats_line
+from dissector.live.view import loss_line, render, stats_line
+from dissector.live.window import Window
 from dissector.options import Options
+from dissector.session.exchange import Exchange
 
 S = 10**9  # nanoseconds a second
 T0 = 1_700_000_000 * S  # capture time of the first exchange
+
+
+def exchange(end, api="Metadata", client_id="c", status="ok", **more):
+    return Exchange(
+        api_name=api, client_id=client_id, client="127.0.0.1:5000", status=status,
+        request_start=end - S // 1000, request_end=end - S // 1000, response_start=end,
+        response_end=end, latency_ms=1.0, error_code=0, topics=["t"], **more,
+    )  # fmt: skip
+
+
+def steady(rate, seconds, start=T0, **kw):
+    """Exchanges ending at `rate` a second for `seconds` of capture time from `start`."""
+    n = int(rate * seconds)
+    return [exchange(start + (i + 1) * S // rate, **kw) for i in range(n)]
+
+
+def rates(window):
+    return {r["api"]: r["rate"] for r in window.apis()}
 
 
 def figures(**more):
     return {
         "seconds": 12.0, "packets": 100, "bytes": 5000, "open_connections": 1, "exchanges": 20,
         "kernel_drops": 0, "bytes_missing": 0, "gaps": 0, "resyncs": 0, "expired_requests": 0,
-        "queued": 0, "lag": 0.0, **more,
+        "queued": 0, "lag": 0.0, "capture_elapsed": 12.0, **more,
     }  # fmt: skip
 
 
@@ -44,6 +65,60 @@ def shown(renderable):
     console = Console(record=True, width=130, color_system=None)
     console.print(renderable)
     return console.export_text()
+
+
+# -- rates ------------------------------------------------------------------------------------
+
+
+def test_rates_in_the_first_seconds_are_over_the_time_elapsed():
+    """Two seconds into a run at 50 requests/s: 50/s, not 100 requests over a 10 s window."""
+    window = Window(seconds=10)
+    window.add(steady(50, 2))
+    window.at(T0 + 2 * S, elapsed=2.0)
+    assert rates(window) == {"Metadata": pytest.approx(50)}
+    assert window.clients() == [("c 127.0.0.1:5000", pytest.approx(50))]
+    assert window.topics() == [("t", pytest.approx(50))]
+
+
+def test_rates_are_the_traffic_s_in_capture_time():
+    """20 s at 500/s then 10 s at 1,000/s: the window holds the last 10 s of capture time,
+    whenever the exchanges were dissected: added in one go, as by a run that fell behind
+    and catches up, the rate is the traffic's 1,000/s."""
+    window = Window(seconds=10)
+    window.add(steady(500, 20) + steady(1000, 10, start=T0 + 20 * S))
+    window.at(T0 + 30 * S, elapsed=30.0)
+    assert rates(window) == {"Metadata": pytest.approx(1000, rel=1e-3)}
+    assert window.count() == 10_000
+    # Later in capture time, with nothing new, the window empties: no traffic, no rate.
+    window.at(T0 + 41 * S, elapsed=41.0)
+    assert window.apis() == [] and window.count() == 0
+
+
+def test_an_exchange_reported_out_of_order_leaves_with_its_own_time():
+    window = Window(seconds=10)
+    window.add(steady(10, 5, start=T0 + 10 * S) + [exchange(T0, api="Fetch")])
+    window.at(T0 + 15 * S, elapsed=15.0)
+    assert rates(window) == {"Metadata": pytest.approx(5)}
+
+
+def test_an_expired_request_is_placed_when_reported():
+    """An unanswered request's last packet is minutes old when its deadline passes: it is
+    shown in the window it was reported in."""
+    window = Window(seconds=10)
+    window.at(T0 + 300 * S, elapsed=300.0)
+    late = Exchange(api_name="Fetch", client="127.0.0.1:5000", status="unanswered",
+                    request_start=T0, request_end=T0)  # fmt: skip
+    window.add([late])
+    window.at(T0 + 301 * S, elapsed=301.0)
+    assert window.errors() == [("unanswered", 1)]
+
+
+def test_the_view_takes_its_figures_at_the_run_s_capture_time():
+    window = Window(seconds=10)
+    window.add(steady(200, 3))
+    stats = figures(capture_elapsed=3.0)
+    text = shown(render("lo (tcp)", stats, window, [], T0 + 3 * S))
+    assert re.search(r"Metadata +200\.0 ", text)
 
 
 # -- lag and queue ----------------------------------------------------------------------------

@@ -210,6 +210,9 @@ class LiveRun:
             "capture_seconds": 0.0
             if self._first_ts is None
             else (self._last_ts - self._first_ts) / 1e9,
+            # Capture time from the start of the capture to now: what a window of the last
+            # seconds actually covers early in a run.
+            "capture_elapsed": self._capture_elapsed(),
             "bytes": self.bytes,
             "captured": counters.get("captured"),
             # Packets, each counted once (the kernel counts loopback packets twice).
@@ -255,6 +258,14 @@ class LiveRun:
         """When a live capture began, in the clock that stamps its packets; None for a
         stream, whose own start is not known."""
         return getattr(self.capture, "started_ns", None)
+
+    def _capture_elapsed(self):
+        now = self.capture_now()
+        if now is None:
+            return 0.0
+        start = self._capture_start_ns()
+        start = self._first_ts if start is None else min(start, self._first_ts)
+        return (now - start) / 1e9
 
     def waiting(self, limit=5):
         """The oldest requests still waiting for their response: (request, connection)."""

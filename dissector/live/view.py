@@ -77,6 +77,10 @@ def _table(title, *columns):
 
 
 def render(source, stats, window, waiting, now_ns, width=120):
+    """The view; `now_ns`: the run's capture time now (LiveRun.capture_now), which the
+    window's figures are taken at."""
+    if now_ns is not None:
+        window.at(now_ns, stats.get("capture_elapsed"))
     apis = _table(
         f"last {window.seconds:g} s, per API",
         "api",
