@@ -210,11 +210,16 @@ class LiveRun:
             "capture_seconds": 0.0
             if self._first_ts is None
             else (self._last_ts - self._first_ts) / 1e9,
+            # Capture time from the start of the capture to now: what a window of the last
+            # seconds actually covers early in a run.
+            "capture_elapsed": self._capture_elapsed(),
             "bytes": self.bytes,
             "captured": counters.get("captured"),
-            "kernel_drops": counters.get("kernel_drops"),
+            # Packets, each counted once (the kernel counts loopback packets twice).
+            "kernel_drops": counters.get("packets_dropped"),
             "interface_drops": counters.get("interface_drops"),
             "queued": len(self._queue),
+            "lag": self._lag(),
             # As `analyze` counts them: connections that carried payload, ended or not.
             "connections": core["connections"],
             "kafka_connections": core["kafka_connections"],
@@ -229,6 +234,38 @@ class LiveRun:
             # Connections ended to stay within --max-connections, the longest idle first.
             "evicted": core["evicted"],
         }
+
+    def _lag(self):
+        """Seconds the dissector is behind the capture: how long ago the oldest packet still
+        queued was captured; 0 with nothing queued (a quiet network is not lag).
+
+        Taken from capture timestamps, not from when the reader queued packets: while the
+        reader pauses, packets wait in the pipe and the kernel's ring too, and only the capture
+        time counts that wait. tcpdump stamps them with this machine's clock, so now is the
+        clock; a stream's clock may be another machine's or a file's past, so there the newest
+        packet read stands for now (a lower bound: what waits before the reader is not seen).
+        """
+        queue = self._queue
+        try:
+            oldest = queue[0].ts
+            newest = queue[-1].ts
+        except IndexError:  # nothing queued, or emptied meanwhile by the dissecting thread
+            return 0.0
+        now = newest if self._capture_start_ns() is None else time.time_ns()
+        return max(0.0, (now - oldest) / 1e9)
+
+    def _capture_start_ns(self):
+        """When a live capture began, in the clock that stamps its packets; None for a
+        stream, whose own start is not known."""
+        return getattr(self.capture, "started_ns", None)
+
+    def _capture_elapsed(self):
+        now = self.capture_now()
+        if now is None:
+            return 0.0
+        start = self._capture_start_ns()
+        start = self._first_ts if start is None else min(start, self._first_ts)
+        return (now - start) / 1e9
 
     def waiting(self, limit=5):
         """The oldest requests still waiting for their response: (request, connection)."""

@@ -6,7 +6,8 @@ from rich.table import Table
 from rich.text import Text
 
 # Figures that mean traffic was lost (red when not zero); the others are warnings (yellow):
-# a resync is also how connections open before the capture are joined.
+# a resync is also how connections open before the capture are joined; packets queued and the
+# lag say the dissector is behind the capture.
 LOST = {"kernel_drops", "bytes_missing", "gaps", "expired_requests"}
 LOSS = (
     ("kernel drops", "kernel_drops"),
@@ -15,7 +16,11 @@ LOSS = (
     ("resyncs", "resyncs"),
     ("expired requests", "expired_requests"),
     ("queued", "queued"),
+    ("lag", "lag"),
 )
+# A figure warns from this value (default 1): a lag under a second is delivery, not falling
+# behind (the kernel hands packed blocks over up to a second late).
+WARN_FROM = {"lag": 1.0}
 
 
 def _ms(v):
@@ -44,14 +49,20 @@ def header(source, stats):
     )
 
 
+def _figure(key, value):
+    if value is None:
+        return "?"
+    return f"{value:.1f} s" if key == "lag" else f"{value:,}"
+
+
 def loss_line(stats):
     """The loss figures, always shown; red where not zero."""
     parts = [("loss: ", "bold")]
     for i, (label, key) in enumerate(LOSS):
         value = stats.get(key)
-        shown = "?" if value is None else f"{value:,}"
-        style = "green" if not value else ("bold red" if key in LOST else "yellow")
-        parts.append((f"{label} {shown}", style))
+        quiet = value is None or value < WARN_FROM.get(key, 1)
+        style = "green" if quiet else ("bold red" if key in LOST else "yellow")
+        parts.append((f"{label} {_figure(key, value)}", style))
         if i < len(LOSS) - 1:
             parts.append(" · ")
     return Text.assemble(*parts)
@@ -66,6 +77,10 @@ def _table(title, *columns):
 
 
 def render(source, stats, window, waiting, now_ns, width=120):
+    """The view; `now_ns`: the run's capture time now (LiveRun.capture_now), which the
+    window's figures are taken at."""
+    if now_ns is not None:
+        window.at(now_ns, stats.get("capture_elapsed"))
     apis = _table(
         f"last {window.seconds:g} s, per API",
         "api",
@@ -124,4 +139,5 @@ def stats_line(stats):
         f"bytes missing {stats['bytes_missing']} in {stats['gaps']} gaps, "
         f"resyncs {stats['resyncs']}, expired requests {stats['expired_requests']}"
         + (f", connections evicted {stats['evicted']}" if stats.get("evicted") else "")
+        + f"; queued {stats['queued']}, lag {_figure('lag', stats['lag'])}"
     )

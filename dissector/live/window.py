@@ -1,17 +1,30 @@
 """What the last few seconds of traffic look like: the figures the terminal view shows.
 
-Exchanges enter as they complete and leave the window `seconds` later; every figure is taken
-over what is in it. Its size is bounded: past `max_items` the oldest leave early (the rates
-then say so, being taken over the span actually held).
+Time here is capture time, the packets' timestamps: an exchange is placed when its last packet
+was captured, and `at(now, elapsed)` says which capture time the figures are taken at. So
+rates are those of the traffic, not of the dissection: a run that falls behind shows the
+rates of the traffic it is dissecting, later, not lower ones. Every figure is taken over the
+exchanges of the last `seconds`, and rates over the time that actually covers: less than the
+window early in a run, or when past `max_items` the oldest leave early.
 """
 
-import time
 from collections import Counter, deque
 
 from ..session.exchange import ERROR, MALFORMED, UNANSWERED
 from ..tables.summary import quantile
 
 MAX_ITEMS = 200_000
+MIN_SPAN = 1e-3  # seconds: a rate over no time at all is not a rate
+
+
+def placed(e, now):
+    """Capture time (ns) an exchange belongs to: its last packet. An unanswered request is
+    reported once its deadline has passed, long after its last packet: it is placed when it
+    was reported (`now`, the window's latest capture time)."""
+    if e.status == UNANSWERED and now is not None:
+        return now
+    ends = (e.response_end, e.request_end, e.response_start, e.request_start)
+    return next((t for t in ends if t is not None), now or 0)
 
 
 class Seen:
@@ -34,38 +47,57 @@ class Seen:
 
 
 class Window:
-    def __init__(self, seconds=10.0, max_items=MAX_ITEMS, clock=time.monotonic):
+    def __init__(self, seconds=10.0, max_items=MAX_ITEMS):
         self.seconds = seconds
         self.max_items = max_items
-        self.clock = clock
         self.items = deque()
+        self.now = None  # capture time (ns) the figures are taken at
+        self.elapsed = None  # capture seconds from the start of the capture to `now`
 
     def add(self, exchanges):
-        now = self.clock()
+        now = self.now
         items = self.items
         for e in exchanges:
-            items.append(Seen(now, e))
+            items.append(Seen(placed(e, now), e))
         while len(items) > self.max_items:
             items.popleft()
 
-    def _expire(self):
-        horizon = self.clock() - self.seconds
+    def at(self, now, elapsed):
+        """Take the figures at capture time `now` (ns), `elapsed` seconds after the capture
+        began."""
+        self.now = now
+        self.elapsed = elapsed
+        horizon = self._horizon()
         items = self.items
-        while items and items[0].at < horizon:
+        while items and items[0].at <= horizon:
             items.popleft()
 
+    def _horizon(self):
+        return None if self.now is None else self.now - int(self.seconds * 1e9)
+
+    def held(self):
+        """The exchanges of the window: those added out of order (as a connection ends) may
+        be older than their neighbours, so each is checked."""
+        horizon = self._horizon()
+        if horizon is None:
+            return list(self.items)
+        return [s for s in self.items if s.at > horizon]
+
     def span(self):
-        """Seconds the rates are taken over: the window, or less when it holds fewer."""
-        self._expire()
-        if len(self.items) >= self.max_items:
-            return max(1e-3, self.clock() - self.items[0].at)
-        return self.seconds
+        """Seconds the rates are taken over: the window, or the time since the capture began,
+        or less when past max_items the oldest have left (then: the span held)."""
+        span = self.seconds
+        if self.elapsed is not None:
+            span = min(span, self.elapsed)
+        if len(self.items) >= self.max_items and self.now is not None:
+            span = min(span, (self.now - self.items[0].at) / 1e9)
+        return max(MIN_SPAN, span)
 
     def apis(self):
         """Per API: requests/s, latency p50/p95/p99/max (ms), errors; busiest first."""
         span = self.span()
         by_api = {}
-        for s in self.items:
+        for s in self.held():
             by_api.setdefault(s.api, []).append(s)
         rows = []
         for api, seen in by_api.items():
@@ -85,25 +117,27 @@ class Window:
         return rows
 
     def errors(self, n=6):
-        return Counter(s.error for s in self.items if s.error).most_common(n)
+        return Counter(s.error for s in self.held() if s.error).most_common(n)
 
     def clients(self, n=5):
         span = self.span()
-        return [(c, k / span) for c, k in Counter(s.client for s in self.items).most_common(n)]
+        counts = Counter(s.client for s in self.held())
+        return [(c, k / span) for c, k in counts.most_common(n)]
 
     def topics(self, n=5):
         span = self.span()
-        counts = Counter(t for s in self.items for t in s.topics)
+        counts = Counter(t for s in self.held() for t in s.topics)
         return [(t, k / span) for t, k in counts.most_common(n)]
 
     def slowest(self, n=5):
-        timed = [s for s in self.items if s.latency is not None]
+        timed = [s for s in self.held() if s.latency is not None]
         return sorted(timed, key=lambda s: -s.latency)[:n]
 
     def count(self, status=None):
+        held = self.held()
         if status is None:
-            return len(self.items)
-        return sum(1 for s in self.items if s.status == status)
+            return len(held)
+        return sum(1 for s in held if s.status == status)
 
     def error_count(self):
-        return sum(1 for s in self.items if s.status in (ERROR, MALFORMED, UNANSWERED))
+        return sum(1 for s in self.held() if s.status in (ERROR, MALFORMED, UNANSWERED))
