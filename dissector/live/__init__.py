@@ -3,7 +3,7 @@
 with dissector.sniff("eth0", ports=[9092]) as live:
     for exchange in live:  # as each completes
         ...
-    live.stats()  # packets, bytes, kernel drops, gaps, resyncs, expired requests
+    live.stats()  # packets, bytes, kernel drops, queued, lag, gaps, resyncs, expired requests
 """
 
 from ..options import Options
