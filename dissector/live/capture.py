@@ -16,9 +16,11 @@ import contextlib
 import fcntl
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 
@@ -285,31 +287,91 @@ class TcpdumpCapture:
         return list(self._stderr)
 
 
-class StreamCapture:
-    """A pcap or pcapng stream already being written elsewhere: standard input or a pipe.
+class Stopped(Exception):
+    """Raised by a stream's read once its capture was stopped: the reader ends where it is."""
 
-    Drop counters are not known here (the writer has them); the file's own cuts are reported
+
+class StreamCapture:
+    """A pcap or pcapng stream already being written elsewhere: standard input, a FIFO, a
+    file or a binary file object.
+
+    Reads wait for data with poll, POLL seconds at a time, and give up once `stop()` was
+    called: a writer that keeps the pipe open but sends nothing cannot hold the run. A path is
+    opened at once, without waiting for a FIFO's writer, so that a wrong one fails here.
+    Drop counters are not known here (the writer has them); the stream's own cuts are reported
     by the reader as warnings.
     """
 
     def __init__(self, source):
-        self.source = source
-        self.name = "<stdin>" if source == "-" else str(source)
+        self.name = _stream_name(source)
         self.counters = {}
         self.warnings = []
-        self._reader = None
+        self._stopped = False  # a plain flag: set by the run loop, read by the reader thread
+        self._owned = not hasattr(source, "read")
+        self._raw = _opened(source) if self._owned else source
+        self._stream = _Interruptible(self._raw, lambda: self._stopped)
 
     def packets(self):
-        with open_capture(self.source) as reader:
-            self._reader = reader
-            yield from reader
-            self.warnings = list(reader.warnings)
+        try:
+            with open_capture(self._stream, name=self.name) as reader:
+                try:
+                    yield from reader
+                finally:
+                    self.warnings = list(reader.warnings)
+        except Stopped:
+            pass  # the cut is ours: no warning about a record it split
 
     def refresh(self):
         pass
 
     def stop(self):
-        pass
+        self._stopped = True
 
     def close(self):
-        pass
+        self.stop()
+        if self._owned:
+            self._raw.close()
+
+
+def _stream_name(source):
+    if source == "-":
+        return "<stdin>"
+    name = getattr(source, "name", source)  # a file object's name (a pipe's is its number)
+    return str(name) if isinstance(name, str | os.PathLike) else "<stream>"
+
+
+POLL = 0.1  # seconds a stream's read waits for data before it looks at the stop flag again
+
+
+def _opened(source):
+    """Standard input (not closed with the capture) or a path, unbuffered. A path opens
+    non-blocking: a FIFO without its writer yet would block the open (poll then waits for
+    it, as a read would)."""
+    if source == "-":
+        return open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)  # noqa: SIM115
+    return open(os.open(source, os.O_RDONLY | os.O_NONBLOCK), "rb", buffering=0)  # noqa: SIM115
+
+
+class _Interruptible:
+    """A binary stream whose reads raise Stopped once `stopped()`: each waits for data at most
+    POLL seconds at a time. A stream without a file descriptor (in memory) is read as it is."""
+
+    def __init__(self, raw, stopped):
+        self._raw = raw
+        self._stopped = stopped
+        self._poll = None
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            fd = raw.fileno()
+            self._poll = select.poll()
+            self._poll.register(fd, select.POLLIN)  # hang-ups and errors are always reported
+
+    def read(self, n=-1):
+        while True:
+            if self._stopped():
+                raise Stopped
+            if self._poll is None or self._poll.poll(POLL * 1000):
+                data = self._raw.read(n)
+                if data is not None:  # None: a non-blocking descriptor had nothing after all
+                    return data
+
+    read1 = read

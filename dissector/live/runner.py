@@ -14,9 +14,12 @@ from collections import deque
 from ..flow import Dissector
 from ..session.timeouts import DEFAULT_ALLOWANCE_NS, EXPIRED
 
-TICK = 0.25  # seconds between housekeeping rounds (expiry, counters, views)
+TICK = 0.25  # seconds between housekeeping rounds (expiry, counters, views, stop requests)
 MAX_QUEUED = 200_000  # packets waiting for the dissector before the reader pauses
 TAKE = 2048  # packets fed between checks of the clock
+# Once stopped and drained, seconds the capture has to end after its last packet before the
+# run ends without it (tcpdump, outside immediate mode, flushes BLOCK_TIMEOUT after a stop).
+STOP_GRACE = 5.0
 
 
 class LiveRun:
@@ -58,7 +61,11 @@ class LiveRun:
         self._wake = threading.Event()
         self._waiting = False
         self._done = threading.Event()  # the reader saw the end of the capture
-        self._stop = threading.Event()
+        # Plain flags, so that stop() and abandon() may be called from a signal handler: the
+        # run loop acts on them within a TICK.
+        self._stop_asked = False
+        self._abandon_asked = False
+        self._stopped_at = None  # when the run loop stopped the capture
         self._thread = None
         self._first_ts = None
         self._last_ts = None  # capture time of the newest packet, and when it was fed
@@ -82,10 +89,20 @@ class LiveRun:
         return self
 
     def stop(self):
-        """End the run: the capture stops, what it still holds is dissected, then finish."""
-        self._stop.set()
-        self.capture.stop()
-        self._wake.set()
+        """End the run: the capture stops, what it still holds is dissected, then finish.
+
+        Safe from any thread and from a signal handler: it only sets a flag (a handler that
+        took a lock could wait forever for the one the code it interrupted holds)."""
+        self._stop_asked = True
+
+    def abandon(self):
+        """stop(), leaving undissected what is still queued: the run ends within a TICK, its
+        rows and summary complete up to there. Safe from a signal handler, as stop()."""
+        self._abandon_asked = self._stop_asked = True
+
+    @property
+    def stopping(self):
+        return self._stop_asked
 
     def close(self):
         if self._closed:
@@ -107,7 +124,7 @@ class LiveRun:
                 queue.append(packet)
                 if self._waiting:
                     self._wake.set()
-                while len(queue) > MAX_QUEUED and not self._stop.is_set():
+                while len(queue) > MAX_QUEUED and not self._stop_asked:
                     time.sleep(0.001)  # let the dissector catch up; the kernel ring holds on
         except BaseException as e:  # handed to the caller's thread, which reports it
             self.error = e
@@ -123,49 +140,99 @@ class LiveRun:
 
     def batches(self):
         """Lists of exchanges, one at least every TICK seconds (possibly empty), so a caller
-        can refresh a view on time; the last comes once the capture has ended."""
+        can refresh a view on time; the last comes once the capture has ended or the run was
+        stopped and drained."""
         self.start()
-        d = self.dissector
-        queue = self._queue
-        feed = d.feed
         next_tick = time.monotonic() + TICK
         end = None if self.duration is None else self.started + self.duration
         while True:
-            out = []
-            n = 0
-            if queue and self._first_ts is None:
-                self._first_ts = queue[0].ts
-            while queue and n < TAKE:
-                packet = queue.popleft()
-                self.bytes += len(packet.data)
-                if self.ring is not None:
-                    self.ring.write(packet)
-                out += feed(packet)
-                n += 1
-            if n:
-                self._last_ts = packet.ts
-                self._last_mono = time.monotonic()
+            out = self._feed()
             now = time.monotonic()
-            if end is not None and now >= end and not self._stop.is_set():
+            if end is not None and now >= end:
                 self.stop()
+            self._heed_stop(now)
             ticked = now >= next_tick
             if ticked:
                 next_tick = now + TICK
                 out += self._housekeeping()
-            if self._done.is_set() and not queue:
-                if self.error is not None:
-                    raise self.error
-                out += d.finish()
-                self._drain_ended()
-                self.warnings += self.capture.warnings
-                self.exchanges += len(out)
-                yield out
+            if self._ended(now):
+                yield self._finish(out)
                 return
             if out or ticked:
                 self.exchanges += len(out)
                 yield out
-            if not queue:
-                self._wait(max(0.0, min(next_tick, end or next_tick) - time.monotonic()))
+            if not self._queue:
+                self._wait(self._until(next_tick, end))
+
+    def _feed(self):
+        """Up to TAKE queued packets through the core: the exchanges they complete."""
+        queue = self._queue
+        feed = self.dissector.feed
+        out = []
+        n = 0
+        if queue and self._first_ts is None:
+            self._first_ts = queue[0].ts
+        while queue and n < TAKE:
+            packet = queue.popleft()
+            self.bytes += len(packet.data)
+            if self.ring is not None:
+                self.ring.write(packet)
+            out += feed(packet)
+            n += 1
+        if n:
+            self._last_ts = packet.ts
+            self._last_mono = time.monotonic()
+        return out
+
+    def _heed_stop(self, now):
+        """Stop the capture from this thread, the one that asks it for counters: tcpdump
+        asked for them (SIGUSR1) after its SIGINT reports a closed descriptor instead."""
+        if self._stop_asked and self._stopped_at is None:
+            self._stopped_at = now
+            self.capture.stop()
+
+    def _ended(self, now):
+        """The capture has ended and its packets are dissected; or the run was abandoned; or
+        stopped, drained, and the capture delivered nothing for STOP_GRACE (a reader that
+        cannot be interrupted is not waited for)."""
+        if self._abandon_asked:
+            return True
+        if self._queue:
+            return False
+        if self._done.is_set():
+            return True
+        stopped = self._stopped_at
+        return stopped is not None and now - max(stopped, self._last_mono) >= STOP_GRACE
+
+    def _finish(self, out):
+        """The last batch: what the core still holds, flushed."""
+        if self.error is not None:
+            raise self.error
+        if self._abandon_asked:
+            if self._queue:
+                left = len(self._queue)
+                self.warnings.append(f"stopped at once: {left} queued packets left undissected")
+        elif not self._done.is_set():
+            self.warnings.append(
+                f"the capture did not end within {STOP_GRACE:g} s of the stop: "
+                "what it still held is not dissected"
+            )
+        out += self.dissector.finish()
+        self._drain_ended()
+        self.warnings += self.capture.warnings
+        self.exchanges += len(out)
+        return out
+
+    def _until(self, next_tick, end):
+        """Seconds the loop may sleep: to the next tick or the duration's end; none while a
+        stop waits to be heeded; once stopped, the end is past and no longer counts (else
+        the loop would spin)."""
+        if self._stopped_at is None:
+            if self._stop_asked:
+                return 0.0
+            if end is not None:
+                next_tick = min(next_tick, end)
+        return max(0.0, next_tick - time.monotonic())
 
     def _wait(self, timeout):
         self._waiting = True
@@ -175,7 +242,8 @@ class LiveRun:
         self._waiting = False
 
     def _housekeeping(self):
-        self.capture.refresh()
+        if self._stopped_at is None:  # stopped, the capture reports its counters as it ends
+            self.capture.refresh()
         out = []
         now = self.capture_now()
         if now is not None:
