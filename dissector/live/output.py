@@ -5,31 +5,52 @@ least every few seconds, and a file is closed and the next begun once it reaches
 age, so each finished file is complete and readable while the run goes on.
 """
 
-import json
 import time
 from pathlib import Path
 
 from ..tables import arrow_batches
-from ..tables.output import TableWriter, as_text, output_format
+from ..tables.output import TableWriter, json_lines, output_format
 
 
-def write_json_lines(exchanges, out):
-    """One JSON object per exchange, the columns of the `pairs` table as `-o x.jsonl` writes
-    them; flushed, so a reader at the other end of a pipe sees each line at once."""
-    if not exchanges:
-        return
-    for batch in arrow_batches(exchanges, "pairs"):
-        text = as_text(batch, lists_as_json=False)
-        names = list(text)
-        for values in zip(*text.values(), strict=True):
-            out.write(json.dumps(dict(zip(names, values, strict=True))) + "\n")
-    out.flush()
+def write_json_lines(items, out, table="pairs"):
+    """One JSON object per row of `table` (exchanges; ConnectionEnded events for `streams`),
+    the columns as `-o x.jsonl` writes them; flushed, so a reader at the other end of a pipe
+    sees each line at once. Returns the rows written."""
+    rows = 0
+    for batch in arrow_batches(items, table) if items else ():
+        for line in json_lines(batch):
+            out.write(line)
+        rows += batch.num_rows
+    if rows:
+        out.flush()
+    return rows
+
+
+class StreamWriter:
+    """Rows of one table as JSON lines on a stream (`-o -`: stdout), each batch as it comes;
+    the interface of RotatingWriter."""
+
+    def __init__(self, out, table="pairs", name="<stdout>"):
+        self.out = out
+        self.table = table
+        self.files = [name]
+        self.rows = 0
+
+    def add(self, items):
+        self.rows += write_json_lines(items, self.out, self.table)
+
+    def tick(self):
+        pass
+
+    def close(self):
+        pass
 
 
 class RotatingWriter:
     """Rows of one table to `path`, or with rotation to `stem-0001.suffix`, `stem-0002...`.
 
-    rotate_bytes / rotate_seconds: begin a new file past this size on disk / this age.
+    rotate_bytes / rotate_seconds: begin a new file past this many bytes written / this age
+    (bytes written, not the size on disk, which lags behind what the writer buffers).
     Rows are written every `batch_rows` rows, and at least every `flush_seconds`.
     """
 
@@ -92,12 +113,7 @@ class RotatingWriter:
     def _due(self, now):
         if self.rotate_seconds and now - self._opened >= self.rotate_seconds:
             return True
-        if self.rotate_bytes:
-            try:
-                return self._writer.path.stat().st_size >= self.rotate_bytes
-            except OSError:
-                return False
-        return False
+        return bool(self.rotate_bytes) and self._writer.bytes_written >= self.rotate_bytes
 
     def _open(self):
         path = self.path

@@ -45,11 +45,13 @@ class TableWriter:
         self._file = self._writer = None
         if self.format == ".parquet":
             dictionary = _repeating_text(self.schema)
-            self._writer = pq.ParquetWriter(self.path, self.schema, use_dictionary=dictionary)
+            self._sink = pa.OSFile(str(self.path), "wb")  # its position: the bytes written
+            self._writer = pq.ParquetWriter(self._sink, self.schema, use_dictionary=dictionary)
         else:
             self._file = open(self.path, "w", newline="", encoding="utf-8")  # noqa: SIM115
+            self._sink = _Counted(self._file)
             if self.format == ".csv":
-                self._writer = csv.writer(self._file)
+                self._writer = csv.writer(self._sink)
                 self._writer.writerow(self.schema.names)
 
     def write(self, batch, capture=None):
@@ -60,17 +62,23 @@ class TableWriter:
         if self.format == ".parquet":
             self._writer.write_batch(batch)
             return
-        text = as_text(batch, lists_as_json=self.format == ".csv")
         if self.format == ".csv":
+            text = as_text(batch, lists_as_json=True)
             self._writer.writerows(zip(*text.values(), strict=True))
         else:
-            names = list(text)
-            for values in zip(*text.values(), strict=True):
-                self._file.write(json.dumps(dict(zip(names, values, strict=True))) + "\n")
+            for line in json_lines(batch):
+                self._sink.write(line)
+
+    @property
+    def bytes_written(self):
+        """Bytes handed to the file so far: its size on disk lags behind by what buffers hold
+        (parquet adds its footer at close)."""
+        return self._sink.tell()
 
     def close(self):
         if self.format == ".parquet":
             self._writer.close()
+            self._sink.close()
         else:
             self._file.close()
 
@@ -79,6 +87,29 @@ class TableWriter:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class _Counted:
+    """A text file's writes, counted in bytes (UTF-8) as they are handed over."""
+
+    def __init__(self, file):
+        self._file = file
+        self._bytes = 0
+
+    def write(self, text):
+        self._bytes += len(text) if text.isascii() else len(text.encode())
+        return self._file.write(text)
+
+    def tell(self):
+        return self._bytes
+
+
+def json_lines(batch):
+    """The rows of a batch as the lines of a .jsonl file (lists stay JSON arrays)."""
+    text = as_text(batch, lists_as_json=False)
+    names = list(text)
+    for values in zip(*text.values(), strict=True):
+        yield json.dumps(dict(zip(names, values, strict=True))) + "\n"
 
 
 def _repeating_text(schema):
