@@ -20,8 +20,10 @@ def add_parser(subparsers):
         "live",
         help="dissect live traffic from an interface or a pcap stream",
         description="Capture on an interface (through tcpdump) or read a pcap/pcapng stream, "
-        "and show the Kafka traffic as it happens: a live view when stdout is a terminal, "
-        "else one JSON line per exchange on stdout and the figures on stderr.",
+        "and show the Kafka traffic as it happens: a live view when stdout is a terminal; "
+        "with -o FILE the table goes there and stdout gets the summary; with -o -, or "
+        "without -o when stdout is no terminal, one JSON line per row on stdout and the "
+        "summary on stderr.",
     )
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("-i", "--interface", help="interface to capture on (any: all of them)")
@@ -29,14 +31,26 @@ def add_parser(subparsers):
         "-r", "--read", metavar="FILE", help="read a pcap/pcapng stream instead; - for stdin"
     )
     p.add_argument("--filter", dest="bpf", help="a further capture filter (BPF syntax)")
-    p.add_argument("--duration", type=float, help="seconds to run (default: until Ctrl-C)")
-    p.add_argument("-o", "--output", help=f"write the table as it grows ({', '.join(FORMATS)})")
+    p.add_argument(
+        "--duration",
+        type=float,
+        help="seconds to run (default: until Ctrl-C, SIGTERM or the end of the input)",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        help=f"write the table as it grows ({', '.join(FORMATS)}); -: JSON lines on stdout",
+    )
     p.add_argument(
         "--table", choices=sorted(TABLES), default="pairs", help="table -o writes (%(default)s)"
     )
-    p.add_argument("--rotate-mb", type=float, help="with -o: begin a new file past this many MB")
     p.add_argument(
-        "--rotate-seconds", type=float, help="with -o: begin a new file after this many seconds"
+        "--rotate-mb", type=float, help="with -o FILE: begin a new file past this many MB written"
+    )
+    p.add_argument(
+        "--rotate-seconds",
+        type=float,
+        help="with -o FILE: begin a new file after this many seconds",
     )
     p.add_argument("--ring", metavar="DIR", help="also keep the raw packets in pcap files there")
     p.add_argument(
@@ -90,20 +104,32 @@ def add_parser(subparsers):
 
 
 def run(args):
-    # The view, the writers and the ring load rich, Arrow and pandas: only for a live run.
-    from .output import RotatingWriter
-    from .ring import PcapRing
-    from .view import stats_line
+    signals = _Signals()  # Ctrl-C and SIGTERM are ours from here, until the summary is out
+    with signals.installed():
+        writer = _writer(args)
+        live = _sniff(args)
+        if writer is not None and args.table == "streams":
+            live.on_streams = writer.add
+        summary = Summary.of(live.dissector.options)
+        view = sys.stdout.isatty() and not _json_stdout(args)
+        try:
+            with live, _internal_errors(live, args.debug):
+                print(f"kafka-dissect: {_started(live.capture)}", file=sys.stderr, flush=True)
+                batches = _consumed(live, summary, writer, args.table, signals)
+                (_view if view else _lines)(live, args, batches)
+        finally:
+            if writer is not None:
+                writer.close()  # what was written stays a complete file
+        # JSON lines on stdout keep it to themselves; else the summary goes there.
+        _report(live, summary, writer, args, sys.stderr if _json_stdout(args) else sys.stdout)
+    return 0
 
-    writer = None
-    if args.output:
-        writer = RotatingWriter(
-            args.output,
-            args.table,
-            rotate_bytes=int(args.rotate_mb * 1e6) if args.rotate_mb else None,
-            rotate_seconds=args.rotate_seconds,
-        )
-    live = sniff(
+
+def _sniff(args):
+    # The view, the writers and the ring load rich, Arrow and pandas: only for a live run.
+    from .ring import PcapRing
+
+    return sniff(
         args.interface,
         args.port,
         read=args.read,
@@ -117,31 +143,39 @@ def run(args):
         **dissection_options(args, args.table if args.output else None),
         ring=PcapRing(args.ring, args.ring_files, int(args.ring_mb * 1e6)) if args.ring else None,
     )
-    if writer is not None and args.table == "streams":
-        live.on_streams = writer.add
-    summary = Summary.of(live.dissector.options)
-    tty = sys.stdout.isatty()
-    try:
-        with _stop_on_signals(live), live, _internal_errors(live, args.debug):
-            # Said once Ctrl-C is ours: from this line on it ends the run cleanly.
-            print(f"kafka-dissect: {_started(live.capture)}", file=sys.stderr, flush=True)
-            if tty:
-                _view(live, args, summary, writer)
-            else:
-                _json(live, args, summary, writer)
-    finally:
-        if writer is not None:
-            writer.close()  # what was written stays a complete file
-    out = sys.stdout if tty else sys.stderr
+
+
+def _json_stdout(args):
+    """JSON lines on stdout: asked for (-o -), or, without -o, when it is no terminal."""
+    return args.output == "-" or (not args.output and not sys.stdout.isatty())
+
+
+def _writer(args):
+    """Where the rows go: a (rotating) file, JSON lines on stdout, or nowhere (the view)."""
+    from .output import RotatingWriter, StreamWriter
+
+    rotate_bytes = int(args.rotate_mb * 1e6) if args.rotate_mb else None
+    if args.output and args.output != "-":
+        return RotatingWriter(args.output, args.table, rotate_bytes, args.rotate_seconds)
+    if rotate_bytes or args.rotate_seconds:
+        raise ValueError("--rotate-mb and --rotate-seconds rotate files: they need -o FILE")
+    if _json_stdout(args):
+        return StreamWriter(sys.stdout, args.table)
+    return None
+
+
+def _report(live, summary, writer, args, out):
+    from .view import stats_line
+
     stats = live.stats()
     for w in live.warnings:
         print(f"kafka-dissect: warning: {w}", file=sys.stderr)
     print(summary.text(_title(live, stats)), file=out)
     print(stats_line(stats), file=out)
-    if writer is not None:
+    if writer is not None and args.output:
         names = ", ".join(str(f) for f in writer.files)
         print(f"wrote {writer.rows} rows of {args.table} to {names}", file=out)
-    return 0
+    out.flush()
 
 
 def _started(capture):
@@ -161,29 +195,41 @@ def _title(live, stats):
     )
 
 
-def _consume(batch, summary, writer, args):
-    for e in batch:
-        summary.add(e)
-    if writer is not None:
-        if args.table != "streams":
-            writer.add(batch)
-        writer.tick()
+def _consumed(live, summary, writer, table, signals):
+    """The run's batches, each added to the summary and written; the signals heeded, and the
+    stop said once begun."""
+    said = False
+    for batch in live.batches():
+        signals.heed(live)
+        for e in batch:
+            summary.add(e)
+        if writer is not None:
+            if table != "streams":
+                writer.add(batch)
+            writer.tick()
+        if live.stopping and not said:
+            said = True
+            _say_stopping(live.stats()["queued"])
+        yield batch
 
 
-def _json(live, args, summary, writer):
-    from .output import write_json_lines
+def _say_stopping(queued):
+    detail = f": dissecting the {queued:,} packets queued (Ctrl-C again to leave them)"
+    print(f"kafka-dissect: stopping{detail if queued else ''}", file=sys.stderr, flush=True)
+
+
+def _lines(live, args, batches):
+    """Without the view: a line of figures on stderr every --stats-every seconds."""
     from .view import stats_line
 
     next_stats = time.monotonic() + args.stats_every
-    for batch in live.batches():
-        _consume(batch, summary, writer, args)
-        write_json_lines(batch, sys.stdout)
+    for _ in batches:
         if time.monotonic() >= next_stats:
             next_stats = time.monotonic() + args.stats_every
             print(stats_line(live.stats()), file=sys.stderr, flush=True)
 
 
-def _view(live, args, summary, writer):
+def _view(live, args, batches):
     from rich.console import Console
     from rich.live import Live
 
@@ -195,8 +241,7 @@ def _view(live, args, summary, writer):
     console = Console()
     with Live(console=console, auto_refresh=False, transient=False) as screen:
         next_draw = 0.0
-        for batch in live.batches():
-            _consume(batch, summary, writer, args)
+        for batch in batches:
             window.add(batch)
             now = time.monotonic()
             if now >= next_draw:
@@ -231,18 +276,30 @@ def _internal_errors(live, debug):
         ) from e
 
 
-@contextlib.contextmanager
-def _stop_on_signals(live):
-    """Ctrl-C or SIGTERM ends the run cleanly (the capture drains, the summary prints); a
-    second Ctrl-C interrupts at once."""
+class _Signals:
+    """Ctrl-C and SIGTERM, counted by the handler and acted on by the run loop: a handler that
+    took a lock, or wrote, could wait forever for a lock the code it interrupted holds. The
+    first stops the run (the capture drains, the summary prints), a later one leaves what is
+    still queued (files and summary stay complete). One that comes while the capture starts
+    stops the run as soon as it runs."""
 
-    def first(signum, frame):
-        live.stop()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    def __init__(self):
+        self.count = 0
+        self._heeded = 0
 
-    old = {s: signal.signal(s, first) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, handler in old.items():
-            signal.signal(s, handler)
+    def __call__(self, signum, frame):
+        self.count += 1
+
+    def heed(self, live):
+        while self._heeded < self.count:
+            self._heeded += 1
+            (live.abandon if live.stopping else live.stop)()
+
+    @contextlib.contextmanager
+    def installed(self):
+        old = {s: signal.signal(s, self) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for s, handler in old.items():
+                signal.signal(s, handler)
