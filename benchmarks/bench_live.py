@@ -187,11 +187,11 @@ def bench_replay(broker, workdir):
     }
 
 
-def run_cli(broker, seconds, workdir, extra=()):
+def run_cli(broker, seconds, workdir, extra=(), stdout=subprocess.DEVNULL):
     return subprocess.Popen(
         ["kafka-dissect", "live", "-i", "lo", "--port", str(broker.port),
          "--duration", str(seconds), "--stats-every", "10", *extra],
-        stdout=subprocess.DEVNULL,
+        stdout=stdout,
         stderr=subprocess.PIPE,
         cwd=workdir,
     )  # fmt: skip
@@ -218,7 +218,9 @@ def bench_cpu(broker, workdir, seconds=60):
 
 
 def bench_soak(broker, workdir, seconds):
-    cli = run_cli(broker, seconds + 10, workdir, ["-o", "soak.parquet", "--rotate-seconds", "120"])
+    # With -o FILE stdout holds the summary alone, at the end.
+    cli = run_cli(broker, seconds + 10, workdir, ["-o", "soak.parquet", "--rotate-seconds", "120"],
+                  stdout=subprocess.PIPE)  # fmt: skip
     wait_started(cli)
     procs = load(broker.port, seconds, 1, 3, rate=300, reconnect=20, prefix="soak")
     samples = []
@@ -227,8 +229,8 @@ def bench_soak(broker, workdir, seconds):
         samples.append((time.monotonic() - start, rss_mb(cli.pid), cpu_seconds(cli.pid)))
         time.sleep(10)
     sent = finish(procs)
-    _, err = cli.communicate()
-    lines = err.decode().strip().splitlines()
+    out, _ = cli.communicate()
+    lines = out.decode().strip().splitlines()
     files = sorted(workdir.glob("soak-*.parquet"))
     return {"samples": samples, "sent": sent, "summary": lines[-12:], "files": len(files)}
 

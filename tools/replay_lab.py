@@ -286,15 +286,16 @@ def _started(proc: subprocess.Popen) -> None:
         raise LabError(f"kafka-dissect live did not start: {line}{proc.stderr.read()}")
 
 
-def _stop(proc: subprocess.Popen) -> tuple[str, float, float]:
-    """Ctrl-C the live command, as a person would; its stderr, the CPU time it and its reaped
-    children (tcpdump) used in its life, and the seconds it took to end."""
+def _stop(proc: subprocess.Popen) -> tuple[str, str, float, float]:
+    """Ctrl-C the live command, as a person would; its stdout (the summary), its stderr, the
+    CPU time it and its reaped children (tcpdump) used in its life, and the seconds it took
+    to end."""
     # Reaped children's usage: from here on the live command is the only child to be reaped.
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     proc.send_signal(signal.SIGINT)
     try:
-        _, err = proc.communicate(timeout=STOP_TIMEOUT)
+        out, err = proc.communicate(timeout=STOP_TIMEOUT)
     except subprocess.TimeoutExpired:
         raise LabError(f"kafka-dissect live still running {STOP_TIMEOUT} s after SIGINT") from None
     stopping = time.monotonic() - start
@@ -302,7 +303,7 @@ def _stop(proc: subprocess.Popen) -> tuple[str, float, float]:
         raise LabError(f"kafka-dissect live failed ({proc.returncode}):\n{err}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-    return err, cpu, stopping
+    return out, err, cpu, stopping
 
 
 _TITLE = re.compile(r": (\d+) packets \((\d+) dropped by the kernel\), ")
@@ -314,21 +315,21 @@ def live_replay(lab: Lab, capture: Path, ports, output: Path, pps=None, loop=1,
     OUTPUT` captures, then stop it with SIGINT, as at a terminal."""
     port_args = [arg for port in ports for arg in ("--port", str(port))]
     cmd = [*dissector, "live", "-i", lab.receiver, *port_args, "-o", str(output.resolve())]
-    # Its stdout, a JSON line an exchange, is not looked at: the table holds the same.
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    # With -o FILE its stdout holds the summary alone, at the end.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=RUN_DIR)  # fmt: skip
     try:
         _started(proc)
         before = _cpu_seconds(proc.pid)
         replayed = replay(lab.sender, capture, pps, loop)
-        err, cpu, stopping = _stop(proc)
+        summary, err, cpu, stopping = _stop(proc)
     finally:
         if proc.returncode is None:
             proc.kill()
             proc.wait()
-    title = _TITLE.search(err)
+    title = _TITLE.search(summary)
     if title is None:
-        raise LabError(f"no summary from kafka-dissect live:\n{err}")
+        raise LabError(f"no summary from kafka-dissect live:\n{summary}{err}")
     return LiveRun(replayed, int(title[1]), int(title[2]), exchange_keys(output),
                    cpu - before, stopping, err)  # fmt: skip
 
