@@ -354,23 +354,25 @@ def _opened(source):
 
 class _Interruptible:
     """A binary stream whose reads raise Stopped once `stopped()`: each waits for data at most
-    POLL seconds at a time. A stream without a file descriptor (in memory) is read as it is."""
+    POLL seconds at a time. A buffered stream (poll would not see what its buffer holds) or
+    one without a file descriptor is read as it is: the run loop does not wait for it."""
 
     def __init__(self, raw, stopped):
-        self._raw = raw
+        self._read = getattr(raw, "read1", raw.read)  # what one system call delivers
         self._stopped = stopped
         self._poll = None
-        with contextlib.suppress(AttributeError, OSError, ValueError):
-            fd = raw.fileno()
-            self._poll = select.poll()
-            self._poll.register(fd, select.POLLIN)  # hang-ups and errors are always reported
+        if not hasattr(raw, "read1"):
+            with contextlib.suppress(AttributeError, OSError, ValueError):
+                fd = raw.fileno()
+                self._poll = select.poll()
+                self._poll.register(fd, select.POLLIN)  # hang-ups and errors: always reported
 
     def read(self, n=-1):
         while True:
             if self._stopped():
                 raise Stopped
             if self._poll is None or self._poll.poll(POLL * 1000):
-                data = self._raw.read(n)
+                data = self._read(n)
                 if data is not None:  # None: a non-blocking descriptor had nothing after all
                     return data
 

@@ -66,6 +66,7 @@ class LiveRun:
         self._stop_asked = False
         self._abandon_asked = False
         self._stopped_at = None  # when the run loop stopped the capture
+        self._reader_left = False  # the run ended without its reader (STOP_GRACE)
         self._thread = None
         self._first_ts = None
         self._last_ts = None  # capture time of the newest packet, and when it was fed
@@ -111,7 +112,7 @@ class LiveRun:
         self.stop()
         self.capture.close()
         if self._thread is not None:
-            self._thread.join(5)
+            self._thread.join(0 if self._reader_left else 5)
         if self.ring is not None:
             self.ring.close()
 
@@ -213,6 +214,7 @@ class LiveRun:
                 left = len(self._queue)
                 self.warnings.append(f"stopped at once: {left} queued packets left undissected")
         elif not self._done.is_set():
+            self._reader_left = True
             self.warnings.append(
                 f"the capture did not end within {STOP_GRACE:g} s of the stop: "
                 "what it still held is not dissected"
