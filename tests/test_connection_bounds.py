@@ -90,15 +90,20 @@ def test_connections_beyond_the_cap_end_longest_idle_first(tmp_path):
     assert rows[2 * n - 1].request_frame == n + 2
 
 
-def test_the_summary_says_how_many_connections_were_evicted(tmp_path):
-    path = spoofed(tmp_path / "spoofed.pcap", 300)
+def analyze_capped(path, cap, timeout):
+    """`kafka-dissect analyze --port 9092 --max-connections cap` in a bounded child."""
     res = run_bounded(
         [sys.executable, "-m", "dissector", "analyze", str(path), "--port", "9092"]
-        + ["--max-connections", "100", "--no-progress"],
-        60,
+        + ["--max-connections", str(cap), "--no-progress"],
+        timeout,
         MEMORY,
     )
     assert res.returncode == 0, res.stderr
+    return res
+
+
+def test_the_summary_says_how_many_connections_were_evicted(tmp_path):
+    res = analyze_capped(spoofed(tmp_path / "spoofed.pcap", 300), 100, timeout=60)
     assert "unanswered 300" in res.stdout
     # 12 (an eighth of 100) each time one of connections 101 to 300 opens with 100 followed
     assert "warning: 204 connections evicted, the longest idle" in res.stdout
@@ -136,16 +141,9 @@ def test_a_spoofed_packet_costs_a_connection_of_a_few_kb(tmp_path):
 
 def test_100000_spoofed_connections_in_bounded_memory(tmp_path):
     """100,000 one-packet connections (8.5 MB of capture) within a 1 GiB address space: they
-    needed 1.1 GB before connections were capped and evicted."""
+    needed over 1 GB before connections were capped and evicted."""
     n = 100_000
-    path = spoofed(tmp_path / "spoofed.pcap", n)
-    res = run_bounded(
-        [sys.executable, "-m", "dissector", "analyze", str(path), "--port", "9092"]
-        + ["--max-connections", "10000", "--no-progress"],
-        180,
-        MEMORY,
-    )
-    assert res.returncode == 0, res.stderr
+    res = analyze_capped(spoofed(tmp_path / "spoofed.pcap", n), 10_000, timeout=180)
     assert f"{n} TCP connections examined, {n} Kafka, {n} exchanges" in res.stdout
     assert f"unanswered {n}," in res.stdout
 
