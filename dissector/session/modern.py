@@ -135,8 +135,9 @@ class ModernSession:
         # Produce requests with acks=0 expect no response, but some brokers answer them:
         # the newest are kept until a later response proves theirs will not come.
         self.silent = ()
-        # Whether the waiting queues are Waiting ones, indexed by kind: from the first time
-        # the broker side re-finds a boundary; until then plain deques, as cheap as can be.
+        # Whether the entries of `pending` are Waiting queues, indexed by kind: from the first
+        # time the broker side re-finds a boundary; until then a Request or a plain deque, as
+        # cheap as can be.
         self.indexed = False
         # The SASL mechanism the broker accepted in the last SaslHandshake; None before its
         # answer or after a refusal: tokens are then read as unknown, opaque.
