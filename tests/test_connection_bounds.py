@@ -3,11 +3,11 @@ built by hand of many spoofed one-packet connections (no handshake, a request ea
 many short connections opened and closed. The heavy ones run in a child bounded in memory."""
 
 import json
-import struct
 import sys
 
 from bounded import run_bounded
-from synth import ACK, FIN, PSH, SYN, Capture, frame_bytes, tcp_packet
+from kafka_encoder import encode_request
+from synth import Capture, Connection
 
 import dissector
 
@@ -16,7 +16,8 @@ MEMORY = 1 << 30  # address space of a child, bytes
 
 
 def api_versions(corr):
-    return frame_bytes(struct.pack(">hhih", 18, 0, corr, 1) + b"c")
+    """The smallest request a client sends first: ApiVersions v0, client id "c"."""
+    return encode_request(18, 0, corr, "c", {})
 
 
 def client(i):
@@ -29,32 +30,21 @@ def spoofed(path, n, again=()):
     """n connections of one packet each, a request with correlation id i from client i, no
     handshake; then a second request (id n + i) from each client i in `again`."""
     cap = Capture()
-    for i in range(n):
-        src, sport = client(i)
-        cap.add(tcp_packet(src, BROKER[0], sport, BROKER[1], 1000, 1, PSH | ACK, api_versions(i)))
+    conns = [Connection(cap, client(i), BROKER, handshake=False) for i in range(n)]
+    for i, conn in enumerate(conns):
+        conn.request(api_versions(i))
     for i in again:
-        src, sport = client(i)
-        seq = 1000 + len(api_versions(i))
-        again = api_versions(n + i)
-        cap.add(tcp_packet(src, BROKER[0], sport, BROKER[1], seq, 1, PSH | ACK, again))
+        conns[i].request(api_versions(n + i))
     return cap.write_pcap(path)
 
 
 def closed(path, n):
     """n connections seen whole: handshake, a request, FINs both ways."""
     cap = Capture()
-    b, bport = BROKER
-    req = api_versions(7)
     for i in range(n):
-        a, port = client(i)
-        for packet in (
-            tcp_packet(a, b, port, bport, 100, 0, SYN),
-            tcp_packet(b, a, bport, port, 500, 101, SYN | ACK),
-            tcp_packet(a, b, port, bport, 101, 501, PSH | ACK, req),
-            tcp_packet(a, b, port, bport, 101 + len(req), 501, FIN | ACK),
-            tcp_packet(b, a, bport, port, 501, 102 + len(req), FIN | ACK),
-        ):
-            cap.add(packet)
+        conn = Connection(cap, client(i), BROKER)
+        conn.request(api_versions(7))
+        conn.close()
     return cap.write_pcap(path)
 
 

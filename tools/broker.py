@@ -23,6 +23,7 @@ import signal
 import socket
 import struct
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -301,6 +302,27 @@ class Tansu:
 
 
 # --------------------------------------------------------------------------- recorder
+
+ATTEMPTS = 3  # recordings of a scenario before it is given up
+
+
+def record_whole(name, holes, record, *args):
+    """The first of at most ATTEMPTS recordings, each ``record(*args)``, in which
+    ``holes(result)`` finds nothing (it returns why a capture is unusable, or ``""``: a
+    packet tcpdump dropped leaves a hole); RuntimeError when none is whole."""
+    for n in range(1, ATTEMPTS + 1):
+        result = record(*args)
+        why = holes(result)
+        if not why:
+            return result
+        print(f"{name}: attempt {n}: {why}", file=sys.stderr)
+    raise RuntimeError(f"no complete capture in {ATTEMPTS} attempts")
+
+
+def tcpdump_dropped(manifest):
+    """Why a recording whose manifest says what tcpdump dropped is unusable, or ``""``."""
+    dropped = manifest["tcpdump"]["dropped"]
+    return f"tcpdump dropped {dropped} packets" if dropped else ""
 
 
 class Recorder:

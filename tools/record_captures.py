@@ -85,7 +85,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tools.broker import Recorder, Tansu  # noqa: E402
+from tools.broker import Recorder, Tansu, record_whole  # noqa: E402
 
 #: Fixed record timestamps: base + index, so the manifest can state them exactly.
 TIMESTAMP_BASE_MS = 1_700_000_000_000
@@ -2446,9 +2446,6 @@ def record(scenario: Scenario, out_dir: Path, port: int, fmt: str) -> dict[str, 
     return m.data
 
 
-ATTEMPTS = 3
-
-
 def capture_holes(data: dict[str, Any]) -> str:
     """Why a capture is not usable as a sample (dropped packets, gaps), or ``""``."""
     dropped = data["tcpdump"]["packets_dropped"]
@@ -2557,14 +2554,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: skipped, {scenario.needs} not installed")
             continue
         try:
-            for attempt in range(1, ATTEMPTS + 1):
-                data = record(scenario, args.out.resolve(), args.port, args.fmt)
-                holes = capture_holes(data)
-                if not holes:
-                    break
-                print(f"{name}: attempt {attempt}: {holes}", file=sys.stderr)
-            else:
-                raise RuntimeError(f"no complete capture in {ATTEMPTS} attempts")
+            data = record_whole(
+                name, capture_holes, record, scenario, args.out.resolve(), args.port, args.fmt
+            )
         except Exception:
             failures += 1
             print(f"{name}: FAILED", file=sys.stderr)

@@ -43,14 +43,13 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tools.broker import Recorder, Tansu, free_port  # noqa: E402
+from tools.broker import Recorder, Tansu, free_port, record_whole, tcpdump_dropped  # noqa: E402
 from tools.record_captures import _link_type, _tansu_version, _version  # noqa: E402
 
 PREFIX = "findings-conn-"
 THROTTLE_MS = 250
 FETCH_WAIT_MS = 500
 HOL_ROUNDS = 3
-ATTEMPTS = 3
 TRUNCATED_SENT = 20  # bytes of the Metadata request sent before closing
 
 log = logging.getLogger("record_findings_connections")
@@ -498,12 +497,7 @@ def main(argv: list[str] | None = None) -> int:
     failures = 0
     for name in args.only or list(SCENARIOS):
         try:
-            for _ in range(ATTEMPTS):  # a capture with packets tcpdump dropped has holes
-                manifest = record(name, args.out.resolve())
-                if not manifest["tcpdump"]["dropped"]:
-                    break
-            else:
-                raise RuntimeError(f"tcpdump dropped packets in {ATTEMPTS} attempts")
+            manifest = record_whole(name, tcpdump_dropped, record, name, args.out.resolve())
         except Exception:
             failures += 1
             print(f"{name}: FAILED", file=sys.stderr)

@@ -49,9 +49,8 @@ for path in (REPO, REPO / "tests"):
 
 import kafka_encoder  # noqa: E402
 
-from tools.broker import Tansu  # noqa: E402
+from tools.broker import Tansu, record_whole  # noqa: E402
 from tools.record_captures import (  # noqa: E402
-    ATTEMPTS,
     CONSUME_DEADLINE_S,
     TIMESTAMP_BASE_MS,
     Manifest,
@@ -514,14 +513,9 @@ def main(argv: list[str] | None = None) -> int:
     failures = 0
     for name in args.only or list(SCENARIOS):
         try:
-            for attempt in range(1, ATTEMPTS + 1):
-                data = record(SCENARIOS[name], args.out.resolve(), args.port, "pcap")
-                holes = capture_holes(data)
-                if not holes:
-                    break
-                print(f"{name}: attempt {attempt}: {holes}", file=sys.stderr)
-            else:
-                raise RuntimeError(f"no complete capture in {ATTEMPTS} attempts")
+            data = record_whole(
+                name, capture_holes, record, SCENARIOS[name], args.out.resolve(), args.port, "pcap"
+            )
         except Exception:
             failures += 1
             print(f"{name}: FAILED", file=sys.stderr)

@@ -46,11 +46,10 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tools.broker import Recorder, Tansu, free_port  # noqa: E402
+from tools.broker import Recorder, Tansu, free_port, record_whole, tcpdump_dropped  # noqa: E402
 
 PREFIX = "tls-"
 RECORDS = 3  # records produced by each producer
-ATTEMPTS = 3
 
 #: name -> (TLS version, suite as OpenSSL names it, suite as IANA names it)
 SCENARIOS: dict[str, tuple[str, str, str]] = {
@@ -415,10 +414,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.only or list(SCENARIOS):
         try:
             with tempfile.TemporaryDirectory() as work:
-                for _ in range(ATTEMPTS):  # a capture with dropped packets has holes
-                    manifest = record(name, args.out.resolve(), Path(work))
-                    if not manifest["tcpdump"]["dropped"]:
-                        break
+                manifest = record_whole(
+                    name, tcpdump_dropped, record, name, args.out.resolve(), Path(work)
+                )
             check(manifest)
         except Exception:
             failures += 1

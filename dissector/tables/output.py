@@ -48,10 +48,9 @@ class TableWriter:
             self._sink = pa.OSFile(str(self.path), "wb")  # its position: the bytes written
             self._writer = pq.ParquetWriter(self._sink, self.schema, use_dictionary=dictionary)
         else:
-            self._file = open(self.path, "w", newline="", encoding="utf-8")  # noqa: SIM115
-            self._sink = _Counted(self._file)
+            self._file = self._sink = open(self.path, "w", newline="", encoding="utf-8")  # noqa: SIM115
             if self.format == ".csv":
-                self._writer = csv.writer(self._sink)
+                self._writer = csv.writer(self._file)
                 self._writer.writerow(self.schema.names)
 
     def write(self, batch, capture=None):
@@ -66,13 +65,13 @@ class TableWriter:
             text = as_text(batch, lists_as_json=True)
             self._writer.writerows(zip(*text.values(), strict=True))
         else:
-            for line in json_lines(batch):
-                self._sink.write(line)
+            self._file.writelines(json_lines(batch))
 
     @property
     def bytes_written(self):
         """Bytes handed to the file so far: its size on disk lags behind by what buffers hold
-        (parquet adds its footer at close)."""
+        (parquet adds its footer at close). A text file's tell() flushes and gives its byte
+        position: call it once a batch, not once a row."""
         return self._sink.tell()
 
     def close(self):
@@ -87,21 +86,6 @@ class TableWriter:
 
     def __exit__(self, *exc):
         self.close()
-
-
-class _Counted:
-    """A text file's writes, counted in bytes (UTF-8) as they are handed over."""
-
-    def __init__(self, file):
-        self._file = file
-        self._bytes = 0
-
-    def write(self, text):
-        self._bytes += len(text) if text.isascii() else len(text.encode())
-        return self._file.write(text)
-
-    def tell(self):
-        return self._bytes
 
 
 def json_lines(batch):

@@ -1,6 +1,7 @@
 """The connection table: segments in, per-side ordered stream events out."""
 
 from heapq import nsmallest
+from operator import attrgetter
 
 from dissector.tuples import new as _new  # a NamedTuple from its fields, a C call
 
@@ -107,7 +108,8 @@ class TcpTracker:
     def _evict(self, out):
         """Too many connections followed: the longest idle eighth of them end ("evicted"), as
         idle ones do. An eighth at a time keeps the choice at O(log n) a connection."""
-        victims = nsmallest(max(1, self.max_connections >> 3), self._live.values(), _idle_since)
+        eighth = max(1, self.max_connections >> 3)
+        victims = nsmallest(eighth, self._live.values(), attrgetter("last_ts"))
         for conn in victims:
             self._end(conn, conn.last_frame, conn.last_ts, "evicted", out)
         self.evicted += len(victims)
@@ -303,10 +305,6 @@ class TcpTracker:
             return
         half.refresh()
         peer.refresh()
-
-
-def _idle_since(conn):
-    return conn.last_ts
 
 
 def _ending(conn, side, frame, ts):
