@@ -1,7 +1,6 @@
 """kafka-dissect: the command line."""
 
 import argparse
-import gc
 import os
 import sys
 import traceback
@@ -119,10 +118,7 @@ def analyze(args):
 def _tune_for_a_whole_capture():
     """Process settings for a run that reads captures to their end and exits."""
     heap.keep_frames()
-    # Modules and schema live to the end, out of the collector's sight; exchanges make many
-    # short-lived containers without cycles, so young collections can be rarer.
-    gc.freeze()
-    gc.set_threshold(100_000, 50, 100)
+    heap.fewer_collections()
 
 
 def main(argv=None, own_process=False):
@@ -133,6 +129,8 @@ def main(argv=None, own_process=False):
         if args.command == "spark":
             return spark_cli.run(args)
         if args.command == "live":
+            if own_process:
+                heap.fewer_collections()
             return live_cli.run(args)
         if args.command == "report":
             return report_cli.run(args)

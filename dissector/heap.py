@@ -7,6 +7,7 @@ time a streamed dissection takes. Elsewhere than glibc these do nothing.
 """
 
 import ctypes
+import gc
 import os
 
 _M_TRIM_THRESHOLD = -1  # glibc's mallopt parameters
@@ -40,3 +41,11 @@ def keep_frames():
     heap is trimmed only past 128 MB free."""
     _mallopt(_M_MMAP_THRESHOLD, 64 << 20)
     _mallopt(_M_TRIM_THRESHOLD, 128 << 20)
+
+
+def fewer_collections():
+    """For a process whose garbage is short-lived exchanges, which make no reference cycles:
+    what is loaded so far is put out of the collector's sight, and young collections are
+    rarer."""
+    gc.freeze()
+    gc.set_threshold(100_000, 50, 100)

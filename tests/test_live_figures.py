@@ -321,3 +321,31 @@ def test_drops_reported_against_packets_missing(can_capture, interface, immediat
         assert stats["kernel_drops"] == missing < counted
     else:
         assert stats["kernel_drops"] == counted >= missing
+
+
+def test_the_live_command_collects_garbage_as_analyze_does():
+    """In its own process `live` puts what it loaded out of the collector's sight and makes
+    young collections rarer, as `analyze` does: exchanges make no reference cycles, and
+    collecting among a full queue of packets cost a fifth of a live run's CPU (the replay
+    lab's drop-free rate went from 60,000 to 90,000 packets/s with it)."""
+    probe = (
+        "import gc, sys\n"
+        "from dissector import cli\n"
+        "seen = []\n"
+        "real = cli.live_cli.run\n"
+        "cli.live_cli.run = lambda args: seen.append((gc.get_threshold(), gc.get_freeze_count()))"
+        " or 0\n"
+        "own = sys.argv[1] == 'own'\n"
+        "assert cli.main(['live', '-r', '-'], own_process=own) == 0\n"
+        "print(seen[0][0], seen[0][1] > 0)\n"
+    )
+    own = subprocess.run([sys.executable, "-c", probe, "own"], capture_output=True, text=True)
+    assert own.stdout.split("\n")[0] == "(100000, 50, 100) True", own.stderr
+    called = subprocess.run([sys.executable, "-c", probe, "lib"], capture_output=True, text=True)
+    default = subprocess.run(
+        [sys.executable, "-c", "import gc; print(gc.get_threshold())"],
+        capture_output=True,
+        text=True,
+    )
+    # Called as a library function, it leaves the caller's process as it was.
+    assert called.stdout.split("\n")[0] == f"{default.stdout.strip()} False", called.stderr
