@@ -56,6 +56,12 @@ def add_dissection_arguments(p):
         help="protocol generation of every connection (default: decided per connection)",
     )
     p.add_argument(
+        "--tls-keylog",
+        metavar="FILE",
+        help="NSS key log (SSLKEYLOGFILE) with the secrets of TLS connections, to decrypt them "
+        "(read again as it grows); secrets a pcapng carries are used without it",
+    )
+    p.add_argument(
         "--show-secrets",
         action="store_true",
         help="show SASL passwords, proofs and tokens instead of redacting them",
@@ -87,4 +93,5 @@ def dissection_options(args, written=None):
         "max_decompressed": args.max_decompressed,
         "max_ratio": args.max_ratio,
         "max_connections": args.max_connections,
+        "tls_keylog": args.tls_keylog,
     }

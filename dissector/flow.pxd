@@ -16,7 +16,7 @@ cdef class Dissector:
     cdef public long long packets, cut_packets  # counted in C: no Python integer a packet
     cdef public object records
     cdef list _ended
-    cdef dict _sums, _not_kafka
+    cdef dict _sums, _not_kafka, _tls
 
     @cython.locals(conn=Connection, conv=Conversation)
     cpdef list _events(self, events)

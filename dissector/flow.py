@@ -11,6 +11,7 @@ from .session.timeouts import DEFAULT_ALLOWANCE_NS
 from .tcp import StreamData, StreamEnd, StreamGap
 from .tcp.connection import endpoints_key
 from .tcp.tracker import DEFAULT_MAX_BUFFER, TcpTracker
+from .tls import KeyLog
 
 
 class Snapshot(NamedTuple):
@@ -56,6 +57,10 @@ class Dissector:
             max_connections=self.options.max_connections,
         )
         self.directory = Directory() if directory is None else directory
+        if self.options.tls_keylog is not None:
+            self.directory.tls_keys = KeyLog(self.options.tls_keylog)
+        if self.options.tls_secrets:
+            self.directory.tls_keys.add(self.options.tls_secrets)
         self.records = self.options.record_decoder()
         self.conversations = {}  # connection id -> Conversation
         self.packets = 0
@@ -63,6 +68,7 @@ class Dissector:
         self._ended = []  # ConnectionEnded events not yet taken by ended()
         self._sums = dict.fromkeys(ENDED_SUMS, 0)  # of the connections ended so far
         self._not_kafka = {}  # broker port -> ended connections not taken as Kafka
+        self._tls = {}  # TLS status -> ended connections that opened TLS
 
     @property
     def connections(self):
@@ -86,10 +92,11 @@ class Dissector:
         kafka_connections, open_connections, the ROW_SUMS (bytes_seen, bytes_missing,
         bytes_skipped, gaps, and the EVASIONS a receiver would have decided otherwise) and
         midstream (connections whose client side was not found from the SYN) over ended and
-        open connections, evicted (connections ended to stay within
-        Options.max_connections, the longest idle first), not_kafka_ports (broker port -> ended
-        connections not taken as Kafka), unsupported (link type -> [packets, first frame] of
-        those the decoder skipped), requests_waiting (requests awaiting their response)."""
+        open connections, tls (TLS status -> connections that opened TLS), evicted
+        (connections ended to stay within Options.max_connections, the longest idle first),
+        not_kafka_ports (broker port -> ended connections not taken as Kafka, TLS ones not
+        decrypted apart), unsupported (link type -> [packets, first frame] of those the
+        decoder skipped), requests_waiting (requests awaiting their response)."""
         sums = self._sums
         out = {
             "packets": self.packets,
@@ -114,6 +121,11 @@ class Dissector:
             midstream += conn.how != "syn"
         out["midstream"] = midstream
         out["not_kafka_ports"] = dict(self._not_kafka)
+        tls = dict(self._tls)
+        for conv in list(self.conversations.values()):
+            if conv.tls is not None:
+                tls[conv.tls.status] = tls.get(conv.tls.status, 0) + 1
+        out["tls"] = tls
         out["unsupported"] = {lt: list(v) for lt, v in self.net.unsupported.items()}
         out["requests_waiting"] = sum(len(q) for _, q in self._pending())
         return out
@@ -135,6 +147,12 @@ class Dissector:
     def open_connections(self):
         """[(id, key)] of the open connections, in id order (`key` as in snapshot)."""
         return [(conn.id, connection_key(conn)) for conn in self.tcp.live]
+
+    def add_tls_secrets(self, *texts):
+        """Key log lines (as pcapng Decryption Secrets Blocks hold them): the secrets of TLS
+        sessions, for connections whose encrypted records come after."""
+        for text in texts:
+            self.directory.tls_keys.add(text)
 
     def feed(self, packet):
         self.packets += 1
@@ -227,7 +245,10 @@ class Dissector:
         for row in rows:
             for key in ROW_SUMS:
                 sums[key] += row[key]
-        if not kafka:
+        tls = rows[0]["tls"]
+        if tls is not None:
+            self._tls[tls] = self._tls.get(tls, 0) + 1
+        if not kafka and tls in (None, "decrypted"):  # else TLS kept it from being seen
             port = rows[0]["broker"].rsplit(":", 1)[1]
             self._not_kafka[port] = self._not_kafka.get(port, 0) + 1
 

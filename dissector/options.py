@@ -27,6 +27,11 @@ class Options:
     max_decompressed: int = 256 * 1024 * 1024  # bytes one batch may decompress to
     max_ratio: int = 1000  # decompressed/compressed ratio beyond which a batch is a bomb
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    # An NSS key log (SSLKEYLOGFILE) with the secrets of TLS connections; read again for the
+    # sessions it does not hold yet, as a live capture's clients add to it.
+    tls_keylog: str | None = None
+    # Key log lines given as text (what a Spark task gets of the driver's key log).
+    tls_secrets: str | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "ports", frozenset(self.ports))

@@ -22,7 +22,8 @@ def assert_adds_up(streams):
     # A conflicting byte is a duplicate one whose copies disagreed.
     assert (streams.bytes_conflicting <= streams.bytes_duplicate).all()
     kafka = streams[streams.kafka]
-    assert (kafka.bytes_delivered == kafka.bytes_framed + kafka.bytes_skipped).all()
+    parts = kafka.bytes_tls + kafka.bytes_framed + kafka.bytes_skipped
+    assert (kafka.bytes_delivered == parts).all()
     assert (kafka.bytes_decoded >= 0).all()
     assert (
         kafka.bytes_framed == kafka.bytes_decoded + kafka.bytes_malformed + kafka.bytes_unused

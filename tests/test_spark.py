@@ -58,7 +58,7 @@ def test_whole_and_split_captures_in_one_set(spark, capsys):
         got = d.table(table).toArrow()
         for path in CAPTURES:
             assert spark_rows(got, path) == reference(path, table, records="full"), path
-    texts = [summary.text(title) for _c, title, summary in d.summaries()]
+    texts = [summary.text(title) for _c, title, summary, _notes in d.summaries()]
     analyze(build_parser().parse_args(["analyze", "--records", "full", *CAPTURES]))
     expected = capsys.readouterr().out
     for text in texts:
@@ -301,3 +301,18 @@ def test_nanosecond_timestamps_option(spark, odd_files):
         assert sorted(got) == expected, split
     default = spark.read.format("kafka_pcap").load(path)
     assert dict(default.dtypes)["request_start"] == "timestamp"
+
+
+@pytest.mark.parametrize("table", ("pairs", "streams"))
+def test_tls_capture_split_into_ranges_equals_one_process(spark, table):
+    """A TLS capture with its key log, cut into ranges smaller than a connection: the tasks
+    get the key log's lines, and a range's read-back must reach each connection's handshake
+    (where its decryption starts) before its view agrees with the range before."""
+    from dissector.spark import load
+
+    tls = ROOT / "captures" / "tls-samples"
+    path, keylog = tls / "tls-13-aes128gcm.pcap", tls / "tls-13-aes128gcm.keylog"
+    got = load(spark, str(path), table, split_bytes="8k", read_back="8k", tls_keylog=str(keylog))
+    want = reference(path, table, tls_keylog=keylog)
+    assert spark_rows(got.toArrow()) == want
+    assert len(want) == (27 if table == "pairs" else 14)  # 7 connections

@@ -25,8 +25,8 @@ Targets, and what counts as a finding:
   limits, no direction holds more than its bound (its bytes plus ``PIECE_COST`` a piece),
   every streams row adds up (``bytes_seen = bytes_delivered + bytes_duplicate +
   bytes_dropped``, ``bytes_conflicting <= bytes_duplicate``, and on Kafka connections
-  ``bytes_delivered = bytes_framed + bytes_skipped``), ``stats()`` equals the sums of the
-  rows before ``finish()`` and after (``bytes_conflicting``, ``rsts_ignored`` and
+  ``bytes_delivered = bytes_tls + bytes_framed + bytes_skipped``), ``stats()`` equals the
+  sums of the rows before ``finish()`` and after (``bytes_conflicting``, ``rsts_ignored`` and
   ``syns_ignored`` included), and every captured payload byte is counted once by TCP.
 
 Seeds come from the sample captures: every Kafka frame, every record set, every packet and
@@ -347,14 +347,14 @@ def check_sums(stats: dict, rows: list[dict], when: str) -> None:
 def check_row(row: dict) -> None:
     """One streams row adds up (see tables/streams.py): every byte seen is delivered, a
     duplicate or dropped; a conflicting byte is a duplicate whose copies disagreed; on a
-    Kafka connection every byte delivered is framed or skipped, and framed bytes are decoded,
-    malformed or unused."""
+    Kafka connection every byte delivered is TLS, framed or skipped, and framed bytes are
+    decoded, malformed or unused."""
     where = f"stream {row['stream']} {row['direction']}"
     _adds_up(row, where, "bytes_seen", "bytes_delivered", "bytes_duplicate", "bytes_dropped")
     if row["bytes_conflicting"] > row["bytes_duplicate"]:
         raise Finding(f"accounting: {where}: bytes_conflicting > bytes_duplicate: {row}")
     if row["kafka"]:
-        _adds_up(row, where, "bytes_delivered", "bytes_framed", "bytes_skipped")
+        _adds_up(row, where, "bytes_delivered", "bytes_tls", "bytes_framed", "bytes_skipped")
         if row["bytes_malformed"] + row["bytes_unused"] > row["bytes_framed"]:
             raise Finding(f"accounting: {where}: bytes_decoded < 0: {row}")
 

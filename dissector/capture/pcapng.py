@@ -1,7 +1,9 @@
 """pcapng files: a sequence of sections, each a Section Header Block followed by other blocks.
 
 Every packet block (EPB, SPB, obsolete PB) is one frame. Interfaces are per section; each has
-its own link type and timestamp resolution. Blocks of other types are skipped.
+its own link type and timestamp resolution. A Decryption Secrets Block of TLS key log lines
+is kept in the Source's `secrets`, for the packets after it. Blocks of other types are
+skipped.
 """
 
 import struct
@@ -16,6 +18,8 @@ IDB = 1
 PB = 2  # obsolete Packet Block
 SPB = 3
 EPB = 6
+DSB = 0x0000000A  # Decryption Secrets Block
+TLS_KEY_LOG = 0x544C534B  # "TLSK": a DSB holding NSS key log lines
 BOM = 0x1A2B3C4D
 
 OPT_ENDOFOPT = 0
@@ -23,7 +27,7 @@ OPT_IF_TSRESOL = 9
 OPT_IF_TSOFFSET = 14
 
 # Smallest legal total length per block type; anything shorter is a corrupt header.
-MIN_LEN = {SHB: 28, IDB: 20, PB: 32, SPB: 16, EPB: 32}
+MIN_LEN = {SHB: 28, IDB: 20, PB: 32, SPB: 16, EPB: 32, DSB: 20}
 MAX_BLOCK = 256 * 1024 * 1024
 
 _U32 = {bo: struct.Struct(bo + "I") for bo in "<>"}
@@ -218,6 +222,10 @@ def iter_pcapng(src, buf: bytes) -> Iterator[Packet]:
                 first_of_linktype[linktype] = (frame, base + pos)
             # SPBs carry no timestamp.
             yield new(Packet, (frame, 0, linktype, buf[pos + 12 : pos + 12 + caplen], wirelen))
+        elif btype == DSB:
+            kind, size = _BLOCK[bo].unpack_from(buf, pos + 8)
+            if kind == TLS_KEY_LOG and size <= blen - 20:
+                src.secrets.append(bytes(buf[pos + 16 : pos + 16 + size]))
         elif btype == SHB:
             major, _minor = _SHB_VER[bo].unpack_from(buf, pos + 12)
             if major != 1:

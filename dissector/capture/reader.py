@@ -52,6 +52,9 @@ class Source:
         self._failure: Exception | None = None  # a read error not reported yet
         self.offset = 0
         self.first_of_linktype: dict[int, tuple[int, int]] = {}
+        # TLS key log lines of pcapng Decryption Secrets Blocks, as they are read: a driver
+        # hands them to the core (Dissector.add_tls_secrets) before the next packet.
+        self.secrets: list[bytes] = []
         self._clamped = False
         # Added to the frames and offsets of warnings: a byte range of a file read alone
         # names them as in the whole file.
@@ -280,6 +283,12 @@ class PacketReader:
         # The pcap iterator keeps it in a field of its own, written once a packet; the pcapng
         # parser, on the source.
         return getattr(self._packets, "offset", self._src.offset)
+
+    @property
+    def secrets(self) -> list[bytes]:
+        """Key log lines of the Decryption Secrets Blocks read so far and not yet taken (the
+        taker empties the list)."""
+        return self._src.secrets
 
     @property
     def first_of_linktype(self) -> dict[int, tuple[int, int]]:

@@ -165,12 +165,15 @@ def _writer(args):
 
 
 def _report(live, summary, writer, args, out):
+    from ..tables.summary import tls_notes
     from .view import stats_line
 
     stats = live.stats()
     for w in live.warnings:
         print(f"kafka-dissect: warning: {w}", file=sys.stderr)
     print(summary.text(_title(live, stats)), file=out)
+    for line in tls_notes(stats):
+        print(line, file=out)
     print(stats_line(stats), file=out)
     if writer is not None and args.output:
         names = ", ".join(str(f) for f in writer.files)

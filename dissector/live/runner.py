@@ -120,8 +120,13 @@ class LiveRun:
 
     def _read(self):
         queue = self._queue
+        capture = self.capture
         try:
-            for packet in self.capture.packets():
+            for packet in capture.packets():
+                secrets = capture.secrets
+                if secrets:  # a pcapng stream's secrets, for the packets after them
+                    self.dissector.add_tls_secrets(*secrets)
+                    secrets.clear()
                 queue.append(packet)
                 if self._waiting:
                     self._wake.set()
@@ -303,6 +308,7 @@ class LiveRun:
             "expired_requests": self.expired,
             # Connections ended to stay within --max-connections, the longest idle first.
             "evicted": core["evicted"],
+            "tls": core["tls"],  # TLS status -> connections that opened TLS
         }
 
     def _lag(self):

@@ -10,9 +10,11 @@ cdef class Conversation:
     cdef public Connection conn
     cdef public tuple framers
     cdef public object directory, forced, gaps, held, options, records
-    cdef public object session, sniffed, unused
+    cdef public object session, sniffed, unused, tls, opened
 
     @cython.locals(framer=Framer)
     cpdef list data(self, side, data, frame, ts, Py_ssize_t start=*)
+    @cython.locals(framer=Framer)
+    cpdef list _plain(self, side, data, frame, ts, Py_ssize_t start)
     cpdef list _framed(self, side, items)
     cpdef list frame(self, side, frame)

@@ -8,6 +8,7 @@ each frame to the session of that generation.
 from ..framing.framer import CutFrame, Frame, Framer
 from ..protocol import legacy
 from ..protocol.primitives import i32
+from ..tls import TlsConnection, opens_tls
 from .legacy import LegacySession
 from .modern import ModernSession, decodes_fully
 from .plausible import plausible_request
@@ -36,6 +37,8 @@ class Conversation:
         # was unknown and then found not to be requests, or responses before any request.
         self.unused = [0, 0]
         self.gaps = [0, 0]
+        self.tls = None  # a TlsConnection, once the client's first bytes open TLS
+        self.opened = conn.how != "syn"  # whether the client's first bytes were examined
         # Without the SYN the capture may start mid-frame: search for a frame start first.
         synced = conn.how == "syn"
         self.framers = tuple(
@@ -57,6 +60,27 @@ class Conversation:
 
     def data(self, side, data, frame, ts, start=0):
         """In-order bytes of one side, data[start:]; return the exchanges they complete."""
+        if self.tls is not None:
+            return self._decrypted(side, data, frame, ts, start)
+        if not self.opened and side == self.conn.client_side:
+            # Seen from its SYN, a connection opens with the client's first bytes: a TLS
+            # ClientHello makes it TLS, its plaintext (if any) is what is framed.
+            self.opened = True
+            if opens_tls(data, start):
+                self.tls = TlsConnection(self.directory.tls_keys, side)
+                return self._decrypted(side, data, frame, ts, start)
+        return self._plain(side, data, frame, ts, start)
+
+    def _decrypted(self, side, data, frame, ts, start):
+        tls = self.tls
+        out = []
+        for plain, last_frame, last_ts in tls.feed(side, data, frame, ts, start):
+            out += self._plain(side, plain, last_frame, last_ts, 0)
+        if tls.done and self.session is None and not self.conn.ignored:
+            self._not_kafka()  # no plaintext will come: nothing to frame
+        return out
+
+    def _plain(self, side, data, frame, ts, start):
         framer = self.framers[side]
         # Only a stream seen from its SYN starts with a frame; later bytes may be mid-frame.
         if (
@@ -82,6 +106,9 @@ class Conversation:
         self.gaps[side] += 1
         if self.session is not None and side != self.conn.client_side and not cut:
             self.session.lost = True  # a response may be in the missing bytes
+        if self.tls is not None:  # records lost: the side's plaintext ends here
+            self.tls.lose(side, frame)
+            return self._framed(side, self.framers[side].finish())
         return self._framed(side, self.framers[side].gap(size, frame, ts, cut))
 
     def end(self):
@@ -282,6 +309,7 @@ class Conversation:
         session = self.session
         plain.append((conn.ignored, session is None and conn.how))
         plain.append(None if session is None else session.state())
+        plain.append(None if self.tls is None else self.tls.state())
         mechanism, lost = (None, False) if session is None else session.rare_state()
         return tuple(plain), (tuple(syns), mechanism, lost)
 
@@ -290,6 +318,8 @@ class Conversation:
         conn = self.conn
         client = conn.client_side if conn.client_side is not None else 0
         rows = []
+        tls = self.tls
+        facts = (None,) * 6 if tls is None else tls.facts()
         for side, direction in ((client, "request"), (1 - client, "response")):
             framer = self.framers[side]
             bad = self.session.bad if self.session is not None else None
@@ -309,11 +339,18 @@ class Conversation:
                     "end_time": conn.end_ts,
                     "first_frame": conn.first_frame,
                     "last_frame": conn.last_frame,
+                    "tls": facts[0],
+                    "tls_version": facts[1],
+                    "tls_cipher": facts[2],
+                    "tls_sni": facts[3],
+                    "tls_alpn": facts[4],
+                    "tls_error": facts[5],
                     "bytes_seen": conn.bytes_seen[side],
                     "bytes_duplicate": conn.bytes_dup[side],
                     "bytes_dropped": conn.bytes_dropped[side],
                     "bytes_missing": conn.bytes_gap[side],
                     "bytes_delivered": conn.bytes_delivered[side],
+                    "bytes_tls": 0 if tls is None else tls.bytes_tls(side),
                     "bytes_framed": framer.bytes_framed,
                     "bytes_skipped": framer.bytes_skipped,
                     "bytes_malformed": bad.bytes[which] if bad else 0,

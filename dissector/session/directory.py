@@ -1,6 +1,7 @@
 """What one connection learns that others need: topic names by id, group protocol types."""
 
 from ..protocol.apikeys import CREATE_TOPICS, JOIN_GROUP, METADATA
+from ..tls.keylog import KeyLog
 
 NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"  # the all-zero uuid: "no id"
 
@@ -14,6 +15,8 @@ class Directory:
         # Broker endpoints ((ip, port)) that connections seen so far proved to speak Kafka:
         # another connection to one is Kafka even when its first request is odd.
         self.kafka_endpoints = set()
+        # Secrets of TLS sessions by client random: a key log's, and those a pcapng carries.
+        self.tls_keys = KeyLog()
 
     def learn(self, api_key, request, response):
         if response and api_key in (METADATA, CREATE_TOPICS):

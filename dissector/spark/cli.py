@@ -432,8 +432,10 @@ def _run(args, spark):
     summaries = dissected.summaries()
     for message in dissected.warnings:  # as `analyze` says them
         print(f"kafka-dissect: warning: {message}", file=sys.stderr)
-    for _capture, title, summary in summaries:
+    for _capture, title, summary, notes in summaries:
         print(summary.text(title))
+        for line in notes:
+            print(line)
         print()
     rows = spark.read.parquet(args.output).count()
     print(f"wrote {rows} rows of {args.table} to {args.output}, partitioned by capture")

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from ..options import Options
 from ..tables.schema import SCHEMAS
+from ..tls import KeyLog
 from .notes import piece_warnings
 from .plan import expand, pack_whole, plan_split, surveys_in_spark
 from .split import DEFAULT_READ_BACK, run_facts_task, run_rows_task, split_tasks
@@ -165,9 +166,10 @@ class Dissected:
         self._summaries = [(r["capture"], bytes(r[SUMMARY])) for r in seen.get["s"]]
 
     def summaries(self):
-        """Per capture, in the order given: the `analyze` summary and its title, added up from
-        the summaries of each task (of the last `write`, else a pass of their own). Adds the
-        warnings of the captures read whole to `warnings`."""
+        """Per capture, in the order given: the `analyze` summary, its title and its TLS line
+        (a list, empty without TLS), added up from the summaries of each task (of the last
+        `write`, else a pass of their own). Adds the warnings of the captures read whole to
+        `warnings`."""
         from .summary import merge
 
         if self._summaries is None:
@@ -238,6 +240,8 @@ def _options(options):
     for name in ("max_frame", "max_decompressed", "max_ratio", "max_connections"):
         if name in out:
             out[name] = int(out[name])
+    if "tls_keylog" in out:  # the tasks get its lines: they may run where the file is not
+        out["tls_secrets"] = KeyLog(out.pop("tls_keylog")).text()
     for name in ("show_secrets", "decompress"):
         if isinstance(out.get(name), str):
             out[name] = out[name].lower() == "true"

@@ -121,6 +121,7 @@ STREAM_COUNTERS = (
     "bytes_dropped",
     "bytes_missing",
     "bytes_delivered",
+    "bytes_tls",  # TLS: record headers, handshake, tags and records not decrypted
     "bytes_framed",
     "bytes_skipped",
     "bytes_decoded",
@@ -148,6 +149,14 @@ STREAMS = _schema(
     ("end_time", TIME, True),
     ("first_frame", pa.int64(), True),
     ("last_frame", pa.int64(), True),
+    # TLS connections: the status (tls/connection.py STATUSES), what the handshake said, and
+    # what stopped decryption; null for plaintext ones.
+    ("tls", pa.string(), True),
+    ("tls_version", pa.string(), True),
+    ("tls_cipher", pa.string(), True),
+    ("tls_sni", pa.string(), True),
+    ("tls_alpn", pa.string(), True),
+    ("tls_error", pa.string(), True),
     *((name, pa.int64(), False) for name in STREAM_COUNTERS),
 )
 

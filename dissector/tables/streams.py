@@ -3,14 +3,16 @@
 The columns add up, by construction of independent counters:
 
     bytes_seen      = bytes_delivered + bytes_duplicate + bytes_dropped
-    bytes_delivered = bytes_framed + bytes_skipped          (Kafka connections)
+    bytes_delivered = bytes_tls + bytes_framed + bytes_skipped          (Kafka connections)
     bytes_framed    = bytes_decoded + bytes_malformed + bytes_unused
 
 bytes_seen: payload captured; bytes_duplicate: retransmitted or overlapping copies;
 bytes_dropped: payload after a FIN or with a RST, or of a connection found not to be Kafka;
 bytes_missing: never captured (gaps); bytes_delivered: the in-order stream; bytes_framed: in
 Kafka frames; bytes_skipped: passed over while re-finding frame boundaries (after a gap or a
-mid-stream start) or in a frame cut off at the end; bytes_malformed: frames that did not
+mid-stream start) or in a frame cut off at the end; bytes_tls: of a TLS connection, the bytes
+that were not plaintext handed to framing (record headers and tags, the handshake, records
+that could not be decrypted); bytes_malformed: frames that did not
 decode; bytes_unused: frames that could not be used (not requests, or responses before any
 request).
 """

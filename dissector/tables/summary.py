@@ -311,7 +311,32 @@ def capture_notes(stats, ports=()):
             "connections followed (--max-connections); later packets of theirs were followed "
             "as new connections"
         )
-    return lines + evasion_notes(stats)
+    return lines + tls_notes(stats) + evasion_notes(stats)
+
+
+# What each TLS status says in the summary, of N connections.
+_TLS_SAID = {
+    "no_key": "no key for {n}: pass --tls-keylog (an SSLKEYLOGFILE of the clients)",
+    "unsupported_cipher": "a cipher suite not decrypted here for {n}",
+    "decrypt_failed": "decryption failed for {n} (the streams table's tls_error says where)",
+    "incomplete": "the handshake not captured for {n}",
+}
+
+
+def tls_notes(stats):
+    """A line on the connections that opened TLS: how many, how many were decrypted, and why
+    the others were not. `stats`: the core's counters (Dissector.stats)."""
+    tls = stats.get("tls") or {}
+    total = sum(tls.values())
+    if not total:
+        return []
+    parts = [f"TLS: {total} connections"]
+    if tls.get("decrypted"):
+        parts.append(f"{tls['decrypted']} decrypted")
+    for status, said in _TLS_SAID.items():
+        if tls.get(status):
+            parts.append(said.format(n=tls[status]))
+    return [", ".join(parts)]
 
 
 def evasion_notes(stats):
