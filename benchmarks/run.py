@@ -4,7 +4,9 @@ Captures (each made first when missing, or always with --record):
 
 * ``real.pcap``: real clients against a Tansu broker (``record_real.py``, 320 MB);
 * ``mixed.pcap``: synthetic traffic of few, large exchanges (``make_capture.py``, 320 MB);
-* ``real3x.pcap``: the same real load, 960 MB, for peak memory at three times the size.
+* ``real3x.pcap``: the same real load, 960 MB, for peak memory at three times the size;
+* ``real-tls.pcap``: the real load over TLS 1.3 with the clients' key log ``real-tls.keylog``
+  (``record_real.py --tls``, 320 MB), timed only when asked for (``--captures real-tls``).
 
 On each capture these commands run pinned to core 0 (``taskset -c 0``), in alternation (round
 after round of every command, so a change of machine load touches them all alike):
@@ -13,6 +15,11 @@ after round of every command, so a change of machine load touches them all alike
 * ``kafka-dissect analyze F --no-progress`` (the summary);
 * ``kafka-dissect analyze F --no-progress -o pairs.parquet``;
 * ``dissector.dissect(F)`` iterated, keeping counters only.
+
+On a capture of TLS connections (its manifest names its key log K) tshark decrypts instead:
+``-o tls.keylog_file:K -d tcp.port==P,tls -d tls.port==P,kafka`` in place of
+``-d tcp.port==P,kafka``, and the dissector's commands get ``--tls-keylog K``
+(``dissect(F, tls_keylog=K)``).
 
 Reported per command: median wall time (and its range), the median over rounds of its wall
 time over tshark's in the same round, MB/s, packets/s and exchanges/s at the median, and the
@@ -52,14 +59,16 @@ TSHARK_FIELDS = (
     "kafka.error",
 )
 
-# Iterates the exchanges and keeps only counters; prints them as JSON.
+# Iterates the exchanges and keeps only counters; prints them as JSON. A second argument is
+# the key log of a capture of TLS connections.
 STREAMED = """
 import json, sys
 from collections import Counter
 import dissector
 
 by_client, statuses, largest = Counter(), Counter(), 0
-for ex in dissector.dissect(sys.argv[1], progress=False):
+secrets = {"tls_keylog": sys.argv[2]} if len(sys.argv) > 2 else {}
+for ex in dissector.dissect(sys.argv[1], progress=False, **secrets):
     by_client[f"{ex.client_id} {ex.api_name}"] += 1
     statuses[ex.status] += 1
     largest = max(largest, ex.request_bytes or 0, ex.response_bytes or 0)
@@ -82,13 +91,21 @@ class Capture:
 
     @property
     def port(self) -> int:
+        """The port the clients connected to: the broker's, or over TLS the proxy's."""
         broker = self.manifest.get("broker") or {}  # record_real: a dict; make_capture: ip:port
         return int(broker["port"] if isinstance(broker, dict) else broker.rpartition(":")[2])
+
+    @property
+    def keylog(self) -> Path | None:
+        """The key log of a capture of TLS connections, as its manifest names it; else None."""
+        name = (self.manifest.get("tls") or {}).get("keylog")
+        return self.path.with_name(name) if name else None
 
 
 def captures(where: Path) -> dict[str, Capture]:
     record = [PY, str(HERE / "record_real.py")]
     real, mixed, real3x = where / "real.pcap", where / "mixed.pcap", where / "real3x.pcap"
+    real_tls = where / "real-tls.pcap"
     return {
         "real": Capture(
             "real", real, [*record, "--out", str(real)], "real clients against a Tansu broker"
@@ -104,6 +121,12 @@ def captures(where: Path) -> dict[str, Capture]:
             real3x,
             [*record, "--size-mb", "960", "--out", str(real3x)],
             "the real load at three times the size",
+        ),
+        "real-tls": Capture(
+            "real-tls",
+            real_tls,
+            [*record, "--tls", "--out", str(real_tls)],
+            "the real load over TLS 1.3, decrypted with the clients' key log",
         ),
     }
 
@@ -125,19 +148,26 @@ def commands(capture: Capture, tmp: Path) -> list[Command]:
     # shell per run) would be timed with the command.
     script = Path(PY).parent / "kafka-dissect"
     cli = [str(script)] if script.exists() else [PY, "-m", "dissector"]
-    path = str(capture.path)
+    path, port, keylog = str(capture.path), capture.port, capture.keylog
     fields = [arg for f in TSHARK_FIELDS for arg in ("-e", f)]
-    tshark = ["tshark", "-r", path, "-d", f"tcp.port=={capture.port},kafka", "-T", "fields"]
+    if keylog is None:
+        decode, secrets = ["-d", f"tcp.port=={port},kafka"], []
+    else:  # TLS first, Kafka inside it, with the clients' secrets
+        decode = ["-o", f"tls.keylog_file:{keylog}", "-d", f"tcp.port=={port},tls"]
+        decode += ["-d", f"tls.port=={port},kafka"]
+        secrets = ["--tls-keylog", str(keylog)]
+    tshark = ["tshark", "-r", path, *decode, "-T", "fields"]
+    analyze = [*cli, "analyze", path, "--no-progress", *secrets]
     parquet = str(tmp / "pairs.parquet")
     return [
         Command("tshark", "tshark -T fields", [*tshark, *fields]),
-        Command("summary", "kafka-dissect analyze", [*cli, "analyze", path, "--no-progress"]),
+        Command("summary", "kafka-dissect analyze", analyze),
+        Command("parquet", "kafka-dissect analyze -o pairs.parquet", [*analyze, "-o", parquet]),
         Command(
-            "parquet",
-            "kafka-dissect analyze -o pairs.parquet",
-            [*cli, "analyze", path, "--no-progress", "-o", parquet],
+            "streamed",
+            "dissector.dissect() streamed",
+            [PY, "-c", STREAMED, path, *([str(keylog)] if keylog else [])],
         ),
-        Command("streamed", "dissector.dissect() streamed", [PY, "-c", STREAMED, path]),
     ]
 
 
@@ -362,7 +392,9 @@ def ensure(capture: Capture, again: bool) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=5, help="rounds per capture (median)")
-    parser.add_argument("--captures", default="real,mixed", help="which captures to time")
+    parser.add_argument(
+        "--captures", default="real,mixed", help="which captures to time (also: real-tls)"
+    )
     parser.add_argument("--flat-repeat", type=int, default=1, help="rounds on real3x.pcap")
     parser.add_argument("--no-flat", action="store_true", help="skip real3x.pcap")
     parser.add_argument("--no-stages", action="store_true", help="skip the stage costs")
