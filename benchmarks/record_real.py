@@ -80,6 +80,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # tools/ of this checkout
+from dissector.protocol.schema import api_names  # noqa: E402
 from tools.broker import (  # noqa: E402
     BrokerError,
     Recorder,
@@ -120,26 +121,6 @@ VOCABULARY = (
     "updated deleted session click view cart checkout user device mobile web"
 )
 WORDS = VOCABULARY.split()
-#: Kafka's names of the APIs that kafka-python and aiokafka clients send, for their counts.
-API_NAMES = {
-    0: "Produce",
-    1: "Fetch",
-    2: "ListOffsets",
-    3: "Metadata",
-    8: "OffsetCommit",
-    9: "OffsetFetch",
-    10: "FindCoordinator",
-    11: "JoinGroup",
-    12: "Heartbeat",
-    13: "LeaveGroup",
-    14: "SyncGroup",
-    15: "DescribeGroups",
-    18: "ApiVersions",
-    19: "CreateTopics",
-    22: "InitProducerId",
-    32: "DescribeConfigs",
-    60: "DescribeCluster",
-}
 TLS_CLIENTS_NOTE = (
     "TLS: librdkafka (confluent-kafka) cannot write a TLS key log (no configuration property "
     "for one; its OpenSSL is linked in statically with hidden symbols; the SSLKEYLOGFILE of "
@@ -309,7 +290,8 @@ class RequestCounter:
     def count(self, client_id: str, request: Any) -> None:
         key = getattr(request, "API_KEY", None)
         with self.lock:
-            self.counts.setdefault(client_id, Counter())[API_NAMES.get(key, f"ApiKey{key}")] += 1
+            name = api_names().get(key, f"ApiKey{key}")
+            self.counts.setdefault(client_id, Counter())[name] += 1
 
     def of(self, client_id: str) -> dict[str, int]:
         with self.lock:

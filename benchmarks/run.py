@@ -25,7 +25,7 @@ Reported per command: median wall time (and its range), the median over rounds o
 time over tshark's in the same round, MB/s, packets/s and exchanges/s at the median, and the
 median peak RSS (GNU time, else the child's resource usage). The exchange counts are checked
 against the capture's manifest. Then peak RSS on real.pcap and real3x.pcap, and the cost per
-exchange by stage (``stages.py``). Markdown on stdout and in benchmarks/out/results.md.
+exchange by stage (``stages.py``). Markdown on stdout and in benchmarks/results.md.
 
     python benchmarks/run.py [--repeat 5] [--captures real,mixed] [--no-flat] [--no-stages]
 """
@@ -400,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-stages", action="store_true", help="skip the stage costs")
     parser.add_argument("--record", action="store_true", help="remake the captures first")
     parser.add_argument("--dir", default=str(OUT), help="where the captures are (made)")
-    parser.add_argument("--results", default=str(OUT / "results.md"), help="Markdown report")
+    parser.add_argument("--results", default=str(HERE / "results.md"), help="Markdown report")
     args = parser.parse_args(argv)
     for tool in ("tshark", "taskset"):
         if shutil.which(tool) is None:
