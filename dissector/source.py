@@ -181,7 +181,8 @@ def dissect(path, ports=(), *, progress=None, streams=True, **options):
 
     ports: broker ports to dissect (default: detect Kafka on any port). streams: keep the
     streams table's rows (Dissection.streams). Other keywords are Options fields: protocol
-    ("0.7"/"0.8+"), max_frame, show_secrets, records, max_connections.
+    ("0.7"/"0.8+"), max_frame, show_secrets, records, max_connections, tls_keylog (a key
+    log file), tls_secrets (key log lines).
     """
     return Dissection(path, Options(ports=ports, **options), progress=progress, streams=streams)
 

@@ -422,3 +422,49 @@ def test_tls13_hello_retry_request_is_passed_over():
     conn.close()
     out, _ = dissect_packets(cap, tls_secrets=session.keylog())
     assert [(e.correlation_id, e.status) for e in out] == [(3, "ok")]
+
+
+def test_live_picks_up_the_lines_a_key_log_gains_during_the_run(tmp_path):
+    """`live -r FIFO --tls-keylog K`: the first connection's handshake and the broker's first
+    encrypted records arrive while K is empty; the clients' lines are appended before the
+    rest of the traffic, which is then decrypted, that connection's included."""
+    import os
+    import threading
+    import time
+
+    name = "tls-13-aes128gcm"
+    raw = sample(name).read_bytes()
+    # pcap: a 24-byte header, then records of a 16-byte header and the packet.
+    cut = 24
+    for _ in range(6):  # through the broker's ServerHello and encrypted flight
+        cut += 16 + int.from_bytes(raw[cut + 8 : cut + 12], "little")
+    keylog = tmp_path / "keys.log"
+    keylog.write_text("")
+    fifo = tmp_path / "capture.fifo"
+    os.mkfifo(fifo)
+    out = tmp_path / "live.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dissector", "live", "-r", str(fifo), "--tls-keylog",
+         str(keylog), "-o", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+
+    def play():
+        with open(fifo, "wb") as f:
+            f.write(raw[:cut])
+            f.flush()
+            time.sleep(1.0)  # the live run reads the handshake with no key for it
+            keylog.write_text(sample(name, ".keylog").read_text())
+            f.write(raw[cut:])
+
+    writer = threading.Thread(target=play)
+    writer.start()
+    stdout, stderr = proc.communicate(timeout=120)
+    writer.join()
+    assert proc.returncode == 0, stderr
+    assert "TLS: 7 connections, 7 decrypted" in stdout
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    pairs = dissector.read_pcap(sample(name), tls_keylog=sample(name, ".keylog"))
+    assert sorted((r["api_key"], r["correlation_id"], r["client"]) for r in rows) == sorted(
+        zip(pairs["api_key"], pairs["correlation_id"], pairs["client"], strict=True)
+    )
