@@ -32,6 +32,7 @@ HOT_PATH = [
     "dissector/capture/pcapng.py",
     "dissector/net/*.py",
     "dissector/tcp/*.py",
+    "dissector/tls/*.py",
     "dissector/framing/framer.py",
     "dissector/protocol/apikeys.py",
     "dissector/protocol/embedded.py",

@@ -24,6 +24,7 @@ HOT = (
     "dissector.net.decode",
     "dissector.tcp.tracker",
     "dissector.tcp.halfstream",
+    "dissector.tls.connection",
     "dissector.framing.framer",
     "dissector.protocol.primitives",
     "dissector.session.modern",

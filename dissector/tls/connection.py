@@ -52,8 +52,8 @@ class _Side:
                  "trial", "updates", "waiting")  # fmt: skip
 
     def __init__(self):
-        self.buf = bytearray()
-        self.offset = 0  # stream offset of buf[0]
+        self.buf = bytearray()  # a record not whole yet
+        self.offset = 0  # offset in the side's bytes of the first not read as a record
         self.fed = 0
         self.plain = 0  # bytes handed on as plaintext
         self.key = None  # RecordKey in effect
@@ -131,31 +131,31 @@ class TlsConnection:
         s.fed += len(data) - start
         if s.lost:
             return []
-        buf = s.buf
-        buf += memoryview(data)[start:]
-        out = []
-        pos = 0
-        while len(buf) - pos >= 5 and not s.lost:
-            kind, major, length = buf[pos], buf[pos + 1], (buf[pos + 3] << 8) | buf[pos + 4]
+        if s.buf:  # a record begun in earlier bytes goes on here
+            s.buf += memoryview(data)[start:]
+            data, start = bytes(s.buf), 0
+            s.buf.clear()
+        view = memoryview(data)  # records are read where they lie, not copied
+        size, pos, out = len(data), start, []
+        while size - pos >= 5 and not s.lost:
+            kind, major, length = data[pos], data[pos + 1], (data[pos + 3] << 8) | data[pos + 4]
+            offset = s.offset + pos - start  # in the side's bytes
             if not CCS <= kind <= HEARTBEAT or major != 3 or length > MAX_RECORD:
-                self._fail(side, frame, s.offset + pos, "bytes that are not a TLS record", FAILED)
+                self._fail(side, frame, offset, "bytes that are not a TLS record", FAILED)
                 break
             end = pos + 5 + length
-            if len(buf) < end:
+            if end > size:
                 break
-            header, body = bytes(buf[pos : pos + 5]), bytes(buf[pos + 5 : end])
-            self._record(side, s, kind, header, body, frame, ts, s.offset + pos, out)
+            self._record(side, s, kind, data[pos : pos + 5], view[pos + 5 : end], frame, ts,
+                         offset, out)  # fmt: skip
             if s.waiting:
-                if len(buf) - pos > MAX_WAITING:
-                    self._fail(side, frame, s.offset + pos, "no secrets for this session", NO_KEY)
+                if size - pos > MAX_WAITING:
+                    self._fail(side, frame, offset, "no secrets for this session", NO_KEY)
                 break
             pos = end
-        if s.lost:
-            s.offset += len(buf)
-            buf.clear()
-        else:
-            del buf[:pos]
-            s.offset += pos
+        s.offset += pos - start
+        if not s.lost:
+            s.buf += view[pos:]
         return out
 
     def lose(self, side, frame):

@@ -64,6 +64,7 @@ class RecordKey:
         self.suite = suite
         self.aead = _aead(suite, key)
         self.iv = iv
+        self._iv = int.from_bytes(iv, "big")
         self.secret = secret  # TLS 1.3: the traffic secret, for a KeyUpdate
         self.seq = 0
 
@@ -76,8 +77,7 @@ class RecordKey:
         return RecordKey.tls13(self.suite, next_secret(self.suite, self.secret))
 
     def _nonce(self):
-        iv = self.iv
-        return (int.from_bytes(iv, "big") ^ self.seq).to_bytes(len(iv), "big")
+        return (self._iv ^ self.seq).to_bytes(len(self.iv), "big")
 
     def decrypt(self, header, body):
         """The record's content type and plaintext; DecryptError if it does not open."""
