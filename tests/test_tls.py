@@ -105,6 +105,36 @@ def test_the_requests_decrypted_are_those_tshark_decrypts(name):
     assert (pairs["status"].isin(["ok", "error"])).all()
 
 
+# What an exchange is apart from the connection, the timing and the sizes.
+SAME = ["api_key", "api_version", "correlation_id", "client_id", "error_code", "status"]
+
+
+def conversations(pairs):
+    """Per connection, in the order connections opened: its exchanges as SAME, topics and
+    bodies."""
+    out = []
+    for _stream, rows in pairs.sort_values(["stream", "request_frame"]).groupby("stream"):
+        out.append(
+            [
+                (*(row[c] for c in SAME), tuple(row["topics"]), row["request"], row["response"])
+                for _, row in rows.iterrows()
+            ]
+        )
+    return out
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_decrypted_exchanges_are_those_of_the_plaintext_side(name):
+    """The TLS endpoint forwards each connection's bytes to the broker unchanged: decrypted,
+    each TLS connection holds the exchanges of its plaintext twin, request and response
+    bodies included."""
+    m = manifest(name)
+    tls = dissector.read_pcap(sample(name), tls_keylog=sample(name, ".keylog"))
+    plain = dissector.read_pcap(SAMPLES / m["plain_capture"])
+    assert len(tls) == m["exchanges"]["decrypted"] == len(plain) == m["exchanges"]["plain"]
+    assert conversations(tls) == conversations(plain)
+
+
 def test_without_keys_each_connection_is_reported_and_nothing_else():
     name = "tls-13-aes128gcm"
     pairs = dissector.read_pcap(sample(name))
