@@ -498,3 +498,21 @@ def test_live_picks_up_the_lines_a_key_log_gains_during_the_run(tmp_path):
     assert sorted((r["api_key"], r["correlation_id"], r["client"]) for r in rows) == sorted(
         zip(pairs["api_key"], pairs["correlation_id"], pairs["client"], strict=True)
     )
+
+
+def test_sasl_over_tls_is_redacted_unless_asked():
+    """SASL_SSL: PLAIN and SCRAM-SHA-256 logins inside TLS. The PLAIN password leaves in no
+    output unless --show-secrets; the SCRAM one never crosses the wire."""
+    name = "tls-13-sasl-plain"
+    m = manifest(name)
+    keylog = sample(name, ".keylog")
+    pairs = dissector.read_pcap(sample(name), tls_keylog=keylog)
+    assert set(pairs["api_name"]) == {"ApiVersions", "SaslHandshake", "SaslAuthenticate",
+                                      "Metadata"}  # fmt: skip
+    assert (pairs["status"] == "ok").all()
+    logins = {login["mechanism"]: login for login in m["sasl"]}
+    plain = logins["PLAIN"]
+    text = pairs.to_json()
+    assert plain["password"] not in text and plain["username"] in text
+    shown = dissector.read_pcap(sample(name), tls_keylog=keylog, show_secrets=True)
+    assert plain["password"] in shown.to_json()
