@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 COUNTERS = (
     "bytes_seen",
     "bytes_delivered",
+    "bytes_tls",
     "bytes_duplicate",
     "bytes_dropped",
     "bytes_missing",

@@ -302,6 +302,7 @@ ROW = {
     "bytes_duplicate": 2,
     "bytes_dropped": 1,
     "bytes_conflicting": 1,
+    "bytes_tls": 0,
     "bytes_framed": 6,
     "bytes_skipped": 1,
     "bytes_malformed": 2,
@@ -318,7 +319,7 @@ ROW = {
     [
         {"bytes_seen": 11},  # a byte seen that went nowhere
         {"bytes_conflicting": 3},  # more conflicting bytes than duplicate ones
-        {"bytes_skipped": 2},  # delivered != framed + skipped
+        {"bytes_skipped": 2},  # delivered != tls + framed + skipped
         {"bytes_unused": 5},  # framed bytes decoded below zero
     ],
 )
