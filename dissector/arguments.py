@@ -29,13 +29,15 @@ def add_dissection_arguments(p):
         "--max-decompressed",
         type=int,
         default=Options.max_decompressed,
-        help="bytes one record batch may decompress to (default %(default)s)",
+        help="bytes the record sets of one request or response may decompress to, all "
+        "together (default %(default)s)",
     )
     p.add_argument(
         "--max-ratio",
         type=int,
         default=Options.max_ratio,
-        help="decompression ratio beyond which a batch is reported as a bomb (default %(default)s)",
+        help="decompressed to compressed bytes, over a request's or response's record sets, "
+        "beyond which a batch is reported as a bomb (default %(default)s)",
     )
     p.add_argument(
         "--max-frame",

@@ -1,9 +1,8 @@
 """How a dissection is set up: one object every stage can read."""
 
 from dataclasses import dataclass, field
-from functools import partial
 
-from .protocol.records import Limits, decode_record_set
+from .protocol.records import Limits, RecordSets
 
 DEFAULT_MAX_FRAME = 128 * 1024 * 1024  # above Kafka's default socket.request.max.bytes
 # Connections followed at once; beyond, the longest idle are ended ("evicted"): one spoofed
@@ -24,7 +23,7 @@ class Options:
     # Decompress compressed batches even when their records are not wanted, to know their
     # uncompressed size ("full" always does).
     decompress: bool = False
-    max_decompressed: int = 256 * 1024 * 1024  # bytes one batch may decompress to
+    max_decompressed: int = 256 * 1024 * 1024  # bytes one body's record sets decompress to
     max_ratio: int = 1000  # decompressed/compressed ratio beyond which a batch is a bomb
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     # An NSS key log (SSLKEYLOGFILE) with the secrets of TLS connections; read again for the
@@ -57,4 +56,4 @@ class Options:
             records=self.records == "full",
             decompress=self.decompresses,
         )
-        return partial(decode_record_set, limits=limits)
+        return RecordSets(limits)

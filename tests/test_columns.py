@@ -96,3 +96,33 @@ def test_writing_pairs_parquet_does_not_load_pandas(tmp_path):
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert run.stdout.strip().splitlines()[-1] == "False"
     assert pq.read_table(out).num_rows > 0
+
+
+def test_a_body_too_large_for_a_column_leaves_its_row_with_a_reason():
+    """Arrow's strings have int32 offsets: a body whose JSON text passes what one column of
+    a batch holds is left out of its row, whose `reason` says so, and batches are cut before
+    a column would overflow; no row is lost and the run goes on (here with the bound made
+    small: a real one takes a 2 GiB body)."""
+    import pyarrow as pa
+
+    import dissector
+    from dissector.tables.arrow import arrow_batches
+    from dissector.tables.pairs import pairs_row
+
+    exchanges = list(dissector.dissect(CAPTURES / "kafka-python.pcap"))
+    sizes = [(len(r[-2] or ""), len(r[-1] or "")) for r in map(pairs_row, exchanges)]
+    bound = sorted(max(s) for s in sizes)[len(sizes) // 2]  # half the rows have a body past it
+    batches = list(arrow_batches(exchanges, "pairs", max_text=bound))
+    table = pa.Table.from_batches(batches).to_pylist()
+    assert len(table) == len(exchanges)
+    for row, (request, response) in zip(table, sizes, strict=True):
+        for side, size in (("request", request), ("response", response)):
+            if size > bound:
+                assert row[side] is None
+                assert f"{side} body of {size} bytes as JSON text left out" in row["reason"]
+            else:
+                assert len((row[side] or "").encode()) == size  # kept whole
+    for batch in batches:
+        for side in ("request", "response"):
+            assert sum(len((v or "").encode()) for v in batch.column(side).to_pylist()) <= bound
+    assert sum(1 for s in sizes if max(s) > bound) > 0

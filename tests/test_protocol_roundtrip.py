@@ -341,10 +341,10 @@ def test_records_view_is_chosen_by_the_context():
     value = {"TopicData": [{"Name": "t", "PartitionData": [{"Index": 0, "Records": records}]}]}
     frame = ke.encode(definition, 9, value)
     seen = []
-    ctx = Context(records=lambda raw: seen.append(raw) or "mine")
+    ctx = Context(records=lambda raw, context: seen.append((raw, context)) or "mine")
     body = messages.decode_body(PRODUCE, "request", 9, frame, 0, ctx)
     assert body["TopicData"][0]["PartitionData"][0]["Records"] == "mine"
-    assert seen == [records]
+    assert seen == [(records, ctx)]  # with the body's context, for what they share
 
 
 # -- header versions -----------------------------------------------------------------------

@@ -515,6 +515,72 @@ def test_max_records():
     assert one(legacy(1, GZIP, n=20), Limits(max_records=10))["status"] == "too_many_records"
 
 
+def decoded_bytes(result):
+    return sum(b["uncompressed_size"] or 0 for b in result["batches"])
+
+
+def test_batch_after_batch_under_the_floor_shares_one_allowance():
+    """3,000 zstd batches, each a record of 1,000,000 zero bytes from about 60 bytes: each
+    under the 1 MiB below which a ratio alone is no bomb. Together they would be 3 GB from
+    170 KB; the ratio is checked over all of them, so decoding stops near 1000 times the
+    input, every later batch a bomb, in bounded memory."""
+    one_batch = make_v2(
+        zstandard.ZstdCompressor().compress(record(0, b"k", bytes(1_000_000))), 1,
+        attributes=ZSTD,
+    )  # fmt: skip
+    raw = one_batch * 3000
+    tracemalloc.start()
+    try:
+        result = decode_record_set(raw)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    statuses = [b["status"] for b in result["batches"]]
+    ok = statuses.count("ok")
+    assert statuses == ["ok"] * ok + ["decompression_bomb"] * (3000 - ok)
+    # Past the floor, never more than 1000 times the compressed bytes decoded so far.
+    assert ok >= 1 and decoded_bytes(result) <= max(1 << 20, 1000 * len(one_batch) * ok)
+    assert decoded_bytes(result) < 64 << 20 and "ratio" in result["batches"][-1]["error"]
+    assert peak < 160 << 20
+
+
+def test_nested_message_sets_do_not_multiply_the_ratio():
+    """Magic 1: 40 gzip wrappers, each holding 50 gzip messages of 900,000 zero bytes. Each
+    decompression alone passes the checks (under the floor, or under the ratio to its own
+    input, itself decompressed); all together would be 1.8 GB from a few KB. Only the
+    outermost compressed bytes count as input, for every level and every wrapper."""
+    # A compressed message holds a message set: here one message of 900,000 zero bytes.
+    inner = message(0, gzip_bytes(message(0, bytes(900_000))), attributes=GZIP)
+    wrapper_value = gzip_bytes(b"".join(struct.pack(">q", i) + inner[8:] for i in range(50)))
+    raw = b"".join(message(50 * w + 49, wrapper_value, attributes=GZIP) for w in range(40))
+    result = decode_record_set(raw)
+    assert len(raw) < 400_000
+    assert decoded_bytes(result) <= max(1 << 20, 1000 * len(raw)) + (1 << 20)
+    assert any(b["status"] == "decompression_bomb" for b in result["batches"])
+    records = sum(len(b["records"]) for b in result["batches"])
+    assert records < 2000  # of 2,000
+
+
+def test_the_record_sets_of_one_body_share_one_allowance():
+    """A Produce request with 200 partitions, each record set a batch of 1,000,000 zeros:
+    decoded as one body they are bounded together, not each on its own."""
+    from dissector.options import Options
+    from dissector.protocol.codegen import Context
+
+    one_batch = make_v2(
+        zstandard.ZstdCompressor().compress(record(0, b"k", bytes(1_000_000))), 1,
+        attributes=ZSTD,
+    )  # fmt: skip
+    decode = Options(records="full").record_decoder()
+    ctx = Context(decode)
+    results = [decode(one_batch, ctx) for _ in range(200)]
+    total = sum(decoded_bytes(r) for r in results)
+    assert total <= max(1 << 20, 1000 * len(one_batch) * 200) and total < 64 << 20
+    assert results[-1]["batches"][0]["status"] == "decompression_bomb"
+    alone = [decode(one_batch) for _ in range(3)]  # without a context: a set on its own
+    assert all(r["batches"][0]["status"] == "ok" for r in alone)
+
+
 # --- hostile records ------------------------------------------------------------------------
 
 

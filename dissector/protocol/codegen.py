@@ -30,7 +30,9 @@ TOP_FIELDS = frozenset({"ThrottleTimeMs", "Acks"})
 
 class Context:
     """What a decoder notes on the way: topic names and ids, the top-level and first nested
-    error, TOP_FIELDS, and (scanning) where each record set lies, under which topic."""
+    error, TOP_FIELDS, and (scanning) where each record set lies, under which topic.
+    `records(raw, ctx)` gives the value of a record set (default: its size); what a body's
+    record sets may decompress to together is kept in `allowance`."""
 
     __slots__ = (
         "topics",
@@ -41,6 +43,7 @@ class Context:
         "fields",
         "topic",
         "record_sets",
+        "allowance",
     )
 
     def __init__(self, records=None):
@@ -52,13 +55,14 @@ class Context:
         self.fields = {}
         self.topic = None  # the topic name or id being scanned
         self.record_sets = []  # (topic name or id, start, end) in the scanned buffer
+        self.allowance = None  # what the body's record sets may still decompress to
 
     @property
     def error(self):
         return self.top_error or self.first_error
 
 
-def record_set_size(raw):
+def record_set_size(raw, ctx=None):
     """Default view of a record set: only its size."""
     return None if raw is None else {"size": len(raw)}
 

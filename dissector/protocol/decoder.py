@@ -167,7 +167,7 @@ def run(program, buf, pos, ctx, d):
                             ctx.topics.append(v)
                         ctx.topic = v
                 elif kind == RECORDS:
-                    d[ins[1]] = ctx.records(v)
+                    d[ins[1]] = ctx.records(v, ctx)
                 else:
                     d[ins[1]] = v
             elif n < 0:

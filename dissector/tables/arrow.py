@@ -6,11 +6,15 @@ file, a Spark task or a live view never needs the whole table, nor a batch of ex
 
 import pyarrow as pa
 
+from ..session.exchange import COLUMNS
 from .columns import column
 from .schema import RECORD_TIME, SCHEMAS
 
 BATCH_ROWS = 4096  # exchanges per batch: large enough for Arrow, small enough to stream
 BATCH_TEXT = 64 << 20  # bytes of body text per batch: a batch of large bodies is cut early
+# Bytes of text one Arrow string column of a batch holds at most (its offsets are int32): a
+# body whose JSON text alone passes it is left out of its row, which says so in `reason`.
+MAX_TEXT = (1 << 31) - 1
 
 
 def parse_bodies(pairs):
@@ -23,12 +27,12 @@ def parse_bodies(pairs):
     )
 
 
-def arrow_batches(items, table="pairs", batch_rows=BATCH_ROWS):
+def arrow_batches(items, table="pairs", batch_rows=BATCH_ROWS, max_text=MAX_TEXT):
     """Record batches of `table` from exchanges (for "streams", ConnectionEnded events of the
     core, or accounting rows)."""
     schema = SCHEMAS[table]
     if table == "pairs":
-        yield from _pairs_batches(items, schema, batch_rows)
+        yield from _pairs_batches(items, schema, batch_rows, max_text)
         return
     from . import ROW_BUILDERS
 
@@ -43,19 +47,44 @@ def arrow_batches(items, table="pairs", batch_rows=BATCH_ROWS):
         yield pa.RecordBatch.from_pylist(rows, schema=schema)
 
 
-def _pairs_batches(exchanges, schema, batch_rows):
+def _pairs_batches(exchanges, schema, batch_rows, max_text):
     from .pairs import pairs_row
 
-    rows, text = [], 0
+    rows, requests, responses = [], 0, 0  # bytes of text in the batch's two body columns
     for exchange in exchanges:
         row = pairs_row(exchange)
+        request, response = len(row[-2] or ""), len(row[-1] or "")
+        if request > max_text or response > max_text:
+            row = _left_out(row, max_text)
+            request, response = len(row[-2] or ""), len(row[-1] or "")
+        if rows and (requests + request > max_text or responses + response > max_text):
+            yield _columns_batch(rows, schema)  # a column's int32 offsets would overflow
+            rows, requests, responses = [], 0, 0
         rows.append(row)
-        text += len(row[-2] or "") + len(row[-1] or "")
-        if len(rows) >= batch_rows or text >= BATCH_TEXT:
+        requests += request
+        responses += response
+        if len(rows) >= batch_rows or requests + responses >= BATCH_TEXT:
             yield _columns_batch(rows, schema)
-            rows, text = [], 0
+            rows, requests, responses = [], 0, 0
     if rows:
         yield _columns_batch(rows, schema)
+
+
+_REASON = COLUMNS.index("reason")
+
+
+def _left_out(row, max_text):
+    """A row without the body whose JSON text alone passes what a column holds, and its
+    `reason` saying so: the row stays, the run goes on."""
+    row = list(row)
+    said = [row[_REASON]] if row[_REASON] else []
+    for at, side in ((-2, "request"), (-1, "response")):
+        if row[at] is not None and len(row[at]) > max_text:
+            said.append(f"{side} body of {len(row[at])} bytes as JSON text left out: more than "
+                        f"a table column holds ({max_text} bytes)")  # fmt: skip
+            row[at] = None
+    row[_REASON] = "; ".join(said)
+    return tuple(row)
 
 
 def _columns_batch(rows, schema):

@@ -27,6 +27,6 @@ records decoded before the problem. A bad CRC is not a status: ``crc_ok`` carrie
 """
 
 from .common import DEFAULT_LIMITS, STATUSES, Limits, codec_name
-from .record_set import decode_record_set
+from .record_set import RecordSets, decode_record_set
 
-__all__ = ["DEFAULT_LIMITS", "STATUSES", "Limits", "codec_name", "decode_record_set"]
+__all__ = ["DEFAULT_LIMITS", "STATUSES", "Limits", "RecordSets", "codec_name", "decode_record_set"]

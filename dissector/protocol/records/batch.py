@@ -59,9 +59,9 @@ def blank(magic=2):
     }
 
 
-def decode_batch(raw, view, pos, end, limits):
+def decode_batch(raw, view, pos, end, limits, allowance=None):
     """The batch at ``raw[pos:end]`` (``view`` is a memoryview of raw), where ``end`` follows
-    from its length field."""
+    from its length field; its decompression draws on ``allowance`` (common.Allowance)."""
     if end - pos < HEADER_SIZE:
         batch = blank()
         offset, length, epoch = struct.unpack_from(">qii", raw, pos)
@@ -124,7 +124,7 @@ def decode_batch(raw, view, pos, end, limits):
         if codec and not limits.decompress:
             return batch  # uncompressed size unknown, by choice
         if codec:
-            data = decompress(codec, view[pos + HEADER_SIZE : end], limits)
+            data = decompress(codec, view[pos + HEADER_SIZE : end], limits, allowance)
             start, stop = 0, len(data)
         else:
             data, start, stop = raw, pos + HEADER_SIZE, end

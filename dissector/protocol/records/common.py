@@ -5,10 +5,11 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Limits:
-    """What decoding one batch may cost; hostile input past these bounds gets a status."""
+    """What decoding may cost; hostile input past these bounds gets a status."""
 
-    max_output: int = 256 * 1024 * 1024  # bytes a single batch may decompress to
-    max_ratio: int = 1000  # decompressed/compressed beyond which a batch is a bomb
+    # Bytes the record sets of one body (an Allowance) may decompress to, all together.
+    max_output: int = 256 * 1024 * 1024
+    max_ratio: int = 1000  # decompressed/compressed, over those record sets: past it, a bomb
     max_records: int = 10_000_000  # records per batch
     # False: batches without their records: headers, CRCs, sizes (decompressed, to know the
     # uncompressed size) but no record parsing, the costly part.
@@ -19,6 +20,23 @@ class Limits:
 
 
 DEFAULT_LIMITS = Limits()
+
+
+class Allowance:
+    """What the record sets of one body may decompress to, all together: `max_output` bytes,
+    and `max_ratio` times the compressed bytes they came from (once past RATIO_FLOOR). The
+    output of a nested message set counts; its input, itself decompressed, does not. So
+    neither batch after batch (each under the floor) nor level upon level of nesting (each
+    under the ratio) multiplies what a body may become."""
+
+    __slots__ = ("limit", "left", "out", "taken", "ratio")
+
+    def __init__(self, limits):
+        self.limit = self.left = limits.max_output
+        self.out = 0  # bytes decompressed so far
+        self.taken = 0  # compressed bytes of the outermost level they came from
+        self.ratio = limits.max_ratio
+
 
 # Below this output size a high ratio is harmless (tiny payloads of zeros compress well).
 RATIO_FLOOR = 1024 * 1024

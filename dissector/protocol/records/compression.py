@@ -11,6 +11,7 @@ import zlib
 
 from .common import (
     RATIO_FLOOR,
+    Allowance,
     DecompressionBomb,
     DecompressionFailed,
     UnknownCodec,
@@ -32,48 +33,67 @@ _I32 = struct.Struct(">i")
 
 
 class Meter:
-    """Stops decompression once output passes the budget or the allowed ratio."""
+    """Stops one decompression once the output passes what its Allowance has left, or the
+    body's output so far passes the allowed ratio to its input so far."""
 
-    __slots__ = ("budget", "ratio")
+    __slots__ = ("allowance", "nested")
 
-    def __init__(self, budget, ratio):
-        self.budget = budget
-        self.ratio = ratio
+    def __init__(self, allowance, nested):
+        self.allowance = allowance
+        self.nested = nested  # inside a message set already decompressed: no input of its own
 
     def check(self, out, consumed):
-        if out > self.budget:
-            raise DecompressionBomb(f"output passes the limit of {self.budget} bytes")
-        if out > RATIO_FLOOR and out > self.ratio * max(consumed, 1):
+        a = self.allowance
+        if out > a.left:
             raise DecompressionBomb(
-                f"{out} bytes from {consumed} compressed bytes passes the ratio {self.ratio}"
+                f"output passes the limit of {a.limit} bytes"
+                + ("" if a.left == a.limit else " of the body's record sets, all together")
+            )
+        total = a.out + out
+        taken = a.taken + (0 if self.nested else consumed)
+        if total > RATIO_FLOOR and total > a.ratio * max(taken, 1):
+            raise DecompressionBomb(
+                f"{total} bytes from {taken} compressed bytes passes the ratio {a.ratio}"
             )
 
     def room(self, out):
         """How much to ask for next: one byte past the budget is enough to see it passed."""
-        return max(1, min(_OUT_CHUNK, self.budget - out + 1))  # 0 would mean unbounded to zlib
+        return max(1, min(_OUT_CHUNK, self.allowance.left - out + 1))  # 0: unbounded to zlib
 
 
-def decompress(codec, data, limits, budget=None):
+def decompress(codec, data, limits, allowance=None, nested=False):
     """The decompressed bytes of ``data``; raises a DecompressionFailed subclass.
 
-    ``budget`` (default ``limits.max_output``) lets nested message sets share one allowance.
+    ``allowance`` (default: one of its own) is shared by the record sets of a body and
+    the levels of nested message sets; ``nested``: ``data`` came out of a decompression.
     """
     # The codec libraries load on first use: 3 ms at start, for runs that decompress nothing.
     import cramjam
     import zstandard
 
-    meter = Meter(limits.max_output if budget is None else budget, limits.max_ratio)
+    if allowance is None:
+        allowance = Allowance(limits)
+    meter = Meter(allowance, nested)
     try:
-        if codec == GZIP:
-            return _gzip(data, meter)
-        if codec == SNAPPY:
-            return _snappy(data, meter)
-        if codec == LZ4:
-            return decompress_lz4(data, meter)
-        if codec == ZSTD:
-            return _zstd(data, meter)
+        out = _decompress(codec, data, meter)
     except (zlib.error, cramjam.DecompressionError, zstandard.ZstdError) as e:
         raise DecompressionFailed(f"{codec_name(codec)}: {e}") from None
+    allowance.left -= len(out)
+    allowance.out += len(out)
+    if not nested:
+        allowance.taken += len(data)
+    return out
+
+
+def _decompress(codec, data, meter):
+    if codec == GZIP:
+        return _gzip(data, meter)
+    if codec == SNAPPY:
+        return _snappy(data, meter)
+    if codec == LZ4:
+        return decompress_lz4(data, meter)
+    if codec == ZSTD:
+        return _zstd(data, meter)
     raise UnknownCodec(f"unknown compression codec {codec}")
 
 

@@ -8,7 +8,7 @@ absolute offset of the last inner message. Kafka nests one level; two are decode
 import struct
 
 from . import common
-from .common import BatchError, Corrupt, TooManyRecords, codec_name
+from .common import Allowance, BatchError, Corrupt, TooManyRecords, codec_name
 from .compression import decompress
 from .crc import crc32
 
@@ -68,8 +68,9 @@ def blank(magic):
     }
 
 
-def decode_message(raw, pos, end, limits):
-    """The top-level message at ``raw[pos:end]`` as a batch whose records are its contents."""
+def decode_message(raw, pos, end, limits, allowance=None):
+    """The top-level message at ``raw[pos:end]`` as a batch whose records are its contents;
+    its decompression, nested levels included, draws on ``allowance`` (common.Allowance)."""
     batch = blank(raw[pos + _CRC_START] if end - pos > _CRC_START else None)
     offset, size = struct.unpack_from(">qi", raw, pos)
     batch.update(offset=offset, batch_length=size)
@@ -99,8 +100,10 @@ def decode_message(raw, pos, end, limits):
     if not limits.decompress:
         return batch  # what it wraps stays unknown, by choice
     state = _State()
+    if allowance is None:
+        allowance = Allowance(limits)
     try:
-        _expand(m, m.offset, 1, limits, state, records)
+        _expand(m, m.offset, 1, limits, allowance, state, records)
     except BatchError as e:
         batch["status"] = e.status
         batch["error"] = str(e)
@@ -168,13 +171,11 @@ def _bytes(buf, p, end, pos, what):
     return buf[p : p + n], p + n
 
 
-def _expand(wrapper, wrapper_offset, depth, limits, state, out):
+def _expand(wrapper, wrapper_offset, depth, limits, allowance, state, out):
     """Append the records compressed in ``wrapper`` to ``out``, recursing into nested sets."""
     if wrapper.value is None:
         raise Corrupt("compressed message without a value")
-    data = decompress(
-        wrapper.attributes & 0x07, wrapper.value, limits, limits.max_output - state.used
-    )
+    data = decompress(wrapper.attributes & 0x07, wrapper.value, limits, allowance, depth > 1)
     state.used += len(data)
     messages = []
     error = None
@@ -194,7 +195,7 @@ def _expand(wrapper, wrapper_offset, depth, limits, state, out):
             if not m.attributes & 0x07:
                 out.append(_record(m, offset, timestamp))
             elif depth < MAX_NESTING:
-                _expand(m, offset, depth + 1, limits, state, out)
+                _expand(m, offset, depth + 1, limits, allowance, state, out)
             else:
                 raise Corrupt(f"compressed messages nested deeper than {MAX_NESTING} levels")
     if error is not None:

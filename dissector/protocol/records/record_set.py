@@ -9,18 +9,21 @@ import struct
 from . import common
 from .batch import blank as blank_batch
 from .batch import decode_batch
-from .common import DEFAULT_LIMITS
+from .common import DEFAULT_LIMITS, Allowance
 from .message_set import LOG_OVERHEAD, decode_message
 
 _OFFSET_LENGTH = struct.Struct(">qi")
 _MAGIC_AT = 16
 
 
-def decode_record_set(raw, limits=DEFAULT_LIMITS):
+def decode_record_set(raw, limits=DEFAULT_LIMITS, allowance=None):
     """Decode the batches of ``raw`` into plain dicts (see the package docstring); a null
-    record set (nullable in Fetch responses and Produce requests) stays None."""
+    record set (nullable in Fetch responses and Produce requests) stays None. Decompression
+    draws on ``allowance`` (common.Allowance; default: one for this record set alone)."""
     if raw is None:
         return None
+    if allowance is None:
+        allowance = Allowance(limits)
     raw = bytes(raw)
     view = memoryview(raw)
     n = len(raw)
@@ -49,9 +52,9 @@ def decode_record_set(raw, limits=DEFAULT_LIMITS):
             break
         magic = raw[pos + _MAGIC_AT] if length > _MAGIC_AT - LOG_OVERHEAD else None
         if magic == 2:
-            batches.append(decode_batch(raw, view, pos, end, limits))
+            batches.append(decode_batch(raw, view, pos, end, limits, allowance))
         elif magic in (0, 1):
-            batches.append(decode_message(raw, pos, end, limits))
+            batches.append(decode_message(raw, pos, end, limits, allowance))
         else:
             batch = blank_batch(magic)
             batch.update(base_offset=offset, batch_length=length, status=common.CORRUPT_RECORDS)
@@ -68,3 +71,21 @@ def decode_record_set(raw, limits=DEFAULT_LIMITS):
 def _truncate(result, left):
     result["truncated"] = True
     result["truncated_bytes"] = left
+
+
+class RecordSets:
+    """The record sets of body after body (Options.record_decoder): called with a body's
+    decoding Context, its record sets share one Allowance, so that what a body may
+    decompress to is bounded however many record sets it holds."""
+
+    __slots__ = ("limits",)
+
+    def __init__(self, limits=DEFAULT_LIMITS):
+        self.limits = limits
+
+    def __call__(self, raw, ctx=None):
+        if ctx is None:
+            return decode_record_set(raw, self.limits)
+        if ctx.allowance is None:
+            ctx.allowance = Allowance(self.limits)
+        return decode_record_set(raw, self.limits, ctx.allowance)
