@@ -135,3 +135,53 @@ def test_a_gzip_bomb_is_one_line_naming_the_file_and_offset(bomb, how):
     assert reason.startswith(
         "decompression bomb: the gzip stream expands past 100 times its compressed size ("
     )
+
+
+RECORDS_CHILD = """
+import json, sys
+import dissector
+d = dissector.dissect(sys.argv[1], records="full")
+out = []
+for e in d:
+    if e.api_name != "Produce":
+        continue
+    parts = [p for t in e.request["TopicData"] for p in t["PartitionData"]]
+    batches = [b for p in parts for b in p["Records"]["batches"]]
+    out.append({"status": e.status, "batches": len(batches),
+                "bytes": sum(b["uncompressed_size"] or 0 for b in batches),
+                "bombs": sum(b["status"] == "decompression_bomb" for b in batches)})
+print(json.dumps(out))
+"""
+
+
+def test_record_sets_of_one_request_cannot_add_up_past_the_bounds(tmp_path):
+    """A Produce request of 200 partitions, each record set 15 zstd batches of a record of
+    1,000,000 zero bytes (each batch 120 bytes, under the 1 MiB floor of the ratio): 3 GB
+    from 360 KB if each batch were bounded alone. In a child limited to 1 GiB, the request
+    decodes with its batches past the allowance reported as bombs."""
+    import zstandard
+    from kafka_encoder import encode_request
+    from test_records import ZSTD, make_v2, record
+
+    batch = make_v2(
+        zstandard.ZstdCompressor().compress(record(0, b"k", bytes(1_000_000))), 1,
+        attributes=ZSTD,
+    )  # fmt: skip
+    body = {
+        "TransactionalId": None,
+        "Acks": 1,
+        "TimeoutMs": 1000,
+        "TopicData": [
+            {
+                "Name": "t",
+                "PartitionData": [{"Index": i, "Records": batch * 15} for i in range(200)],
+            }
+        ],
+    }
+    path = kafka_then(tmp_path, frame_bytes(encode_request(0, 7, 2, "c", body)))
+    res = bounded([sys.executable, "-c", RECORDS_CHILD, str(path)], timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    (produce,) = json.loads(res.stdout)
+    assert produce["batches"] == 3000
+    assert produce["bytes"] < 64 << 20  # of 3 GB
+    assert produce["bombs"] > 2900

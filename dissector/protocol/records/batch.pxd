@@ -6,4 +6,4 @@ cdef tuple _CODEC_NAMES
 cdef object _unpack_header
 
 @cython.locals(codec=int, attributes=int, batch=dict)
-cpdef dict decode_batch(bytes raw, object view, Py_ssize_t pos, Py_ssize_t end, object limits)
+cpdef dict decode_batch(bytes raw, object view, Py_ssize_t pos, Py_ssize_t end, object limits, object allowance=*)
