@@ -156,3 +156,32 @@ def test_a_row_leaves_scanned_bodies_undecoded():
     assert exchange._request.__class__ is LazyBody
     assert row[-2] == body_utf8(exchange.request)
     assert b'"compression":' in row[-2]
+
+
+def test_the_record_sets_of_a_body_written_as_text_share_one_allowance():
+    """The JSON text written straight from the bytes decodes a body's record sets as the
+    dict path does: 200 of them, each a zstd batch of a record of 1,000,000 zero bytes, share
+    one allowance, so all but the first are bombs, as in the dict path."""
+    import json
+
+    import zstandard
+    from test_records import record
+
+    batch = make_v2(
+        zstandard.ZstdCompressor().compress(record(0, b"k", bytes(1_000_000))), 1,
+        attributes=ZSTD,
+    )  # fmt: skip
+    definition = ke.definition_of(PRODUCE, "request", 7)
+    partitions = [{"Index": i, "Records": batch} for i in range(200)]
+    value = {"TransactionalId": None, "Acks": -1, "TimeoutMs": 30000}
+    value["TopicData"] = [{"Name": "orders", "PartitionData": partitions}]
+    raw = ke.encode(definition, 7, value)
+    records = Options(records="full").record_decoder()
+    text = write(PRODUCE, "request", 7, raw, 0, records)
+    assert text is not None and len(text) < 8 << 20
+    sets = [p["Records"] for p in json.loads(text)["TopicData"][0]["PartitionData"]]
+    statuses = [s["batches"][0]["status"] for s in sets]
+    assert statuses == ["ok"] + ["decompression_bomb"] * 199
+    body = messages.decode_body(PRODUCE, "request", 7, raw, 0, Context(records))
+    as_dicts = [p["Records"]["batches"][0]["status"] for p in body["TopicData"][0]["PartitionData"]]
+    assert as_dicts == statuses

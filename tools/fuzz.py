@@ -172,7 +172,7 @@ def record_sets(name: str) -> tuple[bytes, ...]:
     """The raw record sets inside the frames of a capture."""
     found: list[bytes] = []
 
-    def keep(raw):
+    def keep(raw, ctx=None):
         if raw:
             found.append(bytes(raw))
         return None

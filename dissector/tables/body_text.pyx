@@ -30,7 +30,6 @@ from libc.string cimport memcpy, memmove
 
 import binascii
 import struct
-from functools import partial
 
 import orjson
 
@@ -40,7 +39,7 @@ from ..protocol.messages import decode_program
 from ..protocol.primitives import tagged_fields, uuid_text
 from ..protocol.records.common import CODEC_NAMES
 from ..protocol.records.crc import crc32c
-from ..protocol.records.record_set import decode_record_set
+from ..protocol.records.record_set import RecordSets
 from .bodies import body_utf8
 
 # Opcodes: the decode program's sized fields, structs and tags keep theirs; each fixed-width
@@ -418,9 +417,20 @@ cdef Py_ssize_t _value(_Text out, int op, bytes raw, const unsigned char *p, Py_
 # --- record sets ----------------------------------------------------------------------------
 
 
+cdef class _BodyRecords:
+    """A body's record decoder as its Context would hand it over: the decoder, and the
+    `allowance` the body's record sets share (RecordSets keeps it here)."""
+
+    cdef public object records, allowance
+
+    def __init__(self, records):
+        self.records = records
+        self.allowance = None
+
+
 cdef inline bint _known(records):
-    """Whether records is one of the record decoders Options makes (or None, sizes only)."""
-    return records is None or records.__class__ is partial and records.func is decode_record_set
+    """Whether records is the record decoder Options makes (or None, sizes only)."""
+    return records is None or records.records.__class__ is RecordSets
 
 
 cdef int _record_set(_Text out, bytes raw, const unsigned char *p, Py_ssize_t start,
@@ -431,12 +441,13 @@ cdef int _record_set(_Text out, bytes raw, const unsigned char *p, Py_ssize_t st
         out.put_bytes(b'{"size":')
         out.integer(stop - start)
         return out.char(b"}")
-    if _known(records):
-        limits = records.keywords["limits"]
+    decoder = records.records
+    if decoder.__class__ is RecordSets:
+        limits = decoder.limits
         if not limits.records and _batch_headers(out, raw, p, start, stop, limits):
             return 0
     out.n = mark  # the record decoder's own dict, serialized
-    text = body_utf8(records(raw[start:stop]))
+    text = body_utf8(decoder(raw[start:stop], records))
     return out.null() if text is None else out.put_bytes(text)
 
 
@@ -571,6 +582,8 @@ cpdef bytes write(int api_key, str kind, int version, data, Py_ssize_t pos, reco
     cdef Py_ssize_t end = len(raw)
     if out.n:  # in use: entered again (another thread, or a record decoder writing a body)
         out = _Text()
+    if records is not None:  # the body's record sets share one decompression allowance
+        records = _BodyRecords(records)
     try:
         out.char(b"{")
         if _fields(out, program, raw, p, pos, end, records) != end:
