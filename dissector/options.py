@@ -29,8 +29,9 @@ class Options:
     # An NSS key log (SSLKEYLOGFILE) with the secrets of TLS connections; read again for the
     # sessions it does not hold yet, as a live capture's clients add to it.
     tls_keylog: str | None = None
-    # Key log lines given as text (what a Spark task gets of the driver's key log).
-    tls_secrets: str | None = None
+    # Key log lines given as text (what a Spark task gets of the driver's key log): secrets,
+    # so never in the repr that an error message might show.
+    tls_secrets: str | None = field(default=None, repr=False)
 
     def __post_init__(self):
         object.__setattr__(self, "ports", frozenset(self.ports))

@@ -368,6 +368,7 @@ def test_a_session_never_in_the_growing_key_log_gives_up_after_a_bound(tmp_path)
 
 def test_key_log_lines(tmp_path):
     good = "CLIENT_RANDOM " + "ab" * 32 + " " + "cd" * 48
+    assert "cd" * 48 not in repr(Options(tls_secrets=good))  # secrets, even in a repr
     keys = KeyLog()
     keys.add("# comment\n\n" + good + "\nCLIENT_RANDOM zz 00\nOTHER_LABEL " + "ab" * 32 + " 00\n")
     assert (keys.lines, keys.bad_lines) == (1, 2)
