@@ -550,29 +550,38 @@ def confluent_consumer(link, client, stop, drained):
             consumer.close()
 
 
+def python_consumer_settings(link, client):
+    """What the kafka-python and aiokafka consumers are made with (their names agree)."""
+    return {
+        **link.python_client,
+        "client_id": client.client_id,
+        "group_id": client.group,
+        "auto_offset_reset": "earliest",
+        "session_timeout_ms": SESSION_TIMEOUT_MS,
+        "max_poll_interval_ms": MAX_POLL_INTERVAL_MS,
+        "heartbeat_interval_ms": 1000,
+        "fetch_max_bytes": FETCH_MAX_BYTES,
+        "max_partition_fetch_bytes": PARTITION_FETCH_MAX_BYTES,
+    }
+
+
+def took(client, consumer, batches):
+    """Count what a poll of a kafka-python or aiokafka consumer gave."""
+    client.assigned = [f"{tp.topic}/{tp.partition}" for tp in consumer.assignment()]
+    for records in batches.values():
+        client.records += len(records)
+        client.value_bytes += sum(len(r.value or b"") for r in records)
+
+
 @guarded
 def kafka_python_consumer(link, client, stop, drained):
     from kafka import KafkaConsumer
 
-    consumer = KafkaConsumer(
-        **link.python_client,
-        client_id=client.client_id,
-        group_id=client.group,
-        auto_offset_reset="earliest",
-        session_timeout_ms=SESSION_TIMEOUT_MS,
-        max_poll_interval_ms=MAX_POLL_INTERVAL_MS,
-        heartbeat_interval_ms=1000,
-        fetch_max_bytes=FETCH_MAX_BYTES,
-        max_partition_fetch_bytes=PARTITION_FETCH_MAX_BYTES,
-    )
+    consumer = KafkaConsumer(**python_consumer_settings(link, client))
     try:
         consumer.subscribe(client.topics)
         while not drained.is_set():
-            batches = consumer.poll(timeout_ms=100)
-            client.assigned = [f"{tp.topic}/{tp.partition}" for tp in consumer.assignment()]
-            for records in batches.values():
-                client.records += len(records)
-                client.value_bytes += sum(len(r.value or b"") for r in records)
+            took(client, consumer, consumer.poll(timeout_ms=100))
         # Stop fetching and let the fetches in flight come back before closing.
         consumer.pause(*consumer.assignment())
         end = time.monotonic() + 1.0
@@ -588,26 +597,11 @@ def kafka_python_consumer(link, client, stop, drained):
 async def aiokafka_consumer(link, client, stop, drained):
     from aiokafka import AIOKafkaConsumer
 
-    consumer = AIOKafkaConsumer(
-        *client.topics,
-        **link.python_client,
-        client_id=client.client_id,
-        group_id=client.group,
-        auto_offset_reset="earliest",
-        session_timeout_ms=SESSION_TIMEOUT_MS,
-        max_poll_interval_ms=MAX_POLL_INTERVAL_MS,
-        heartbeat_interval_ms=1000,
-        fetch_max_bytes=FETCH_MAX_BYTES,
-        max_partition_fetch_bytes=PARTITION_FETCH_MAX_BYTES,
-    )
+    consumer = AIOKafkaConsumer(*client.topics, **python_consumer_settings(link, client))
     await consumer.start()
     try:
         while not drained.is_set():
-            batches = await consumer.getmany(timeout_ms=100)
-            client.assigned = [f"{tp.topic}/{tp.partition}" for tp in consumer.assignment()]
-            for records in batches.values():
-                client.records += len(records)
-                client.value_bytes += sum(len(r.value or b"") for r in records)
+            took(client, consumer, await consumer.getmany(timeout_ms=100))
         consumer.pause(*consumer.assignment())
         end = time.monotonic() + 1.0
         while time.monotonic() < end:
