@@ -84,6 +84,27 @@ def test_odd_connection_to_a_proven_broker_is_kafka(tmp_path):
     assert "not Kafka: 1 TCP connections (ports 22)" in out
 
 
+@pytest.mark.parametrize("first", [14, 15, 20, 23])
+def test_a_first_segment_that_ends_inside_the_client_id_is_kafka(tmp_path, first):
+    """The client's first segment (or TLS record) holds the size prefix and the request
+    header up to part of the client id: its length is checked against the frame, not
+    against the bytes at hand, so the connection is Kafka and its requests are rows."""
+
+    def build(cap):
+        c = Connection(cap, broker=("10.0.0.1", 9999))
+        stream = b"".join(
+            frame_bytes(encode_request(API_VERSIONS, 3, corr, "a-client-id", {})) for corr in (1, 2)
+        )
+        c.send("c", stream[:first])
+        c.send("c", stream[first:])
+        c.response(encode_response(API_VERSIONS, 3, 1, {"ErrorCode": 0, "ApiKeys": []}))
+        c.response(encode_response(API_VERSIONS, 3, 2, {"ErrorCode": 0, "ApiKeys": []}))
+        c.close()
+
+    pairs = dissector.read_pcap(pcap(tmp_path, build))
+    assert list(pairs.correlation_id) == [1, 2] and set(pairs.status) == {"ok"}
+
+
 def test_summary_hints_at_port_when_nothing_is_kafka(tmp_path):
     def build(cap):
         c = Connection(cap, broker=("10.0.0.1", 9999))

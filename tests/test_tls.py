@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 from bounded import run_bounded
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kafka_encoder import encode_request, encode_response
 from synth import Capture, Connection, frame_bytes
 from tls_encoder import APPLICATION_DATA, HANDSHAKE, Tls12Session, Tls13Session, record
@@ -517,3 +519,42 @@ def test_sasl_over_tls_is_redacted_unless_asked():
     assert plain["password"] not in text and plain["username"] in text
     shown = dissector.read_pcap(sample(name), tls_keylog=keylog, show_secrets=True)
     assert plain["password"] in shown.to_json()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    cuts=st.lists(st.integers(1, 4000), min_size=1, max_size=12),
+    mss=st.integers(7, 3000),
+    update_after=st.integers(0, 6),
+    pad=st.integers(0, 40),
+)
+def test_any_cut_into_records_and_segments_gives_the_same_exchanges(cuts, mss, update_after,
+                                                                    pad):  # fmt: skip
+    """The same six exchanges, the client's bytes cut into TLS records anywhere (records
+    holding several frames, frames across records, tiny records), the records cut into TCP
+    segments of any size, a KeyUpdate from each side after any record, padding in every
+    record: always the same exchanges, every byte accounted for."""
+    session = Tls13Session()
+    cap = Capture()
+    conn = Connection(cap, mss=mss)
+    conn.send("c", session.hello)
+    conn.send("b", session.server_flight())
+    conn.send("c", session.client_finished())
+    stream = b"".join(frame_bytes(metadata(corr)) for corr in range(6))
+    bounds = sorted({0, len(stream), *(c % len(stream) for c in cuts)})
+    records = []
+    for i, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
+        records.append(session.client.seal(APPLICATION_DATA, stream[a:b], pad=pad))
+        if i == update_after:
+            records.append(session.client.key_update())
+    conn.send("c", b"".join(records))
+    answers = b"".join(frame_bytes(metadata_answer(corr)) for corr in range(6))
+    conn.send("b", session.server.seal(APPLICATION_DATA, answers[:100], pad=pad))
+    conn.send("b", session.server.key_update())
+    conn.send("b", session.server.seal(APPLICATION_DATA, answers[100:]))
+    conn.close()
+    out, d = dissect_packets(cap, tls_secrets=session.keylog())
+    assert [(e.correlation_id, e.status) for e in out] == [(c, "ok") for c in range(6)]
+    for row in d.ended()[0].rows:
+        assert row["tls"] == "decrypted"
+        assert row["bytes_delivered"] == row["bytes_tls"] + row["bytes_framed"]

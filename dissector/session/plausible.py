@@ -26,4 +26,6 @@ def plausible_request(data, pos=0, size=None):
     if end - pos < 10:
         return False
     n = i16(data, pos + 8)[0]
-    return -1 <= n <= end - pos - 10
+    # Within the frame, not only within the bytes at hand: the first segment (or TLS record)
+    # of a connection may end inside the client id.
+    return -1 <= n <= (end if size is None else pos + size) - pos - 10
