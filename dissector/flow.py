@@ -11,7 +11,7 @@ from .session.timeouts import DEFAULT_ALLOWANCE_NS
 from .tcp import StreamData, StreamEnd, StreamGap
 from .tcp.connection import endpoints_key
 from .tcp.tracker import DEFAULT_MAX_BUFFER, TcpTracker
-from .tls import KeyLog
+from .tls import DECRYPTED, KeyLog
 
 
 class Snapshot(NamedTuple):
@@ -109,6 +109,7 @@ class Dissector:
         for key in ROW_SUMS:
             out[key] = sums[key]
         midstream = sums["midstream"]
+        tls = dict(self._tls)
         for conv in list(self.conversations.values()):
             conn = conv.conn
             out["kafka_connections"] += conv.kafka
@@ -119,12 +120,10 @@ class Dissector:
             for key in EVASIONS:
                 out[key] += sum(getattr(conn, key))
             midstream += conn.how != "syn"
-        out["midstream"] = midstream
-        out["not_kafka_ports"] = dict(self._not_kafka)
-        tls = dict(self._tls)
-        for conv in list(self.conversations.values()):
             if conv.tls is not None:
                 tls[conv.tls.status] = tls.get(conv.tls.status, 0) + 1
+        out["midstream"] = midstream
+        out["not_kafka_ports"] = dict(self._not_kafka)
         out["tls"] = tls
         out["unsupported"] = {lt: list(v) for lt, v in self.net.unsupported.items()}
         out["requests_waiting"] = sum(len(q) for _, q in self._pending())
@@ -148,11 +147,10 @@ class Dissector:
         """[(id, key)] of the open connections, in id order (`key` as in snapshot)."""
         return [(conn.id, connection_key(conn)) for conn in self.tcp.live]
 
-    def add_tls_secrets(self, *texts):
-        """Key log lines (as pcapng Decryption Secrets Blocks hold them): the secrets of TLS
+    def add_tls_secrets(self, text):
+        """Key log lines (as a pcapng Decryption Secrets Block holds them): the secrets of TLS
         sessions, for connections whose encrypted records come after."""
-        for text in texts:
-            self.directory.tls_keys.add(text)
+        self.directory.tls_keys.add(text)
 
     def feed(self, packet):
         self.packets += 1
@@ -248,7 +246,7 @@ class Dissector:
         tls = rows[0]["tls"]
         if tls is not None:
             self._tls[tls] = self._tls.get(tls, 0) + 1
-        if not kafka and tls in (None, "decrypted"):  # else TLS kept it from being seen
+        if not kafka and tls in (None, DECRYPTED):  # else TLS kept it from being seen
             port = rows[0]["broker"].rsplit(":", 1)[1]
             self._not_kafka[port] = self._not_kafka.get(port, 0) + 1
 

@@ -83,13 +83,10 @@ class Dissection:
         with _opened(self._input, self.path) as reader:
             self._reader = reader
             bar = _progress_bar(self.path, reader.total_bytes, self.progress)
-            secrets = reader.secrets
+            reader.on_secrets = d.add_tls_secrets  # a pcapng's Decryption Secrets Blocks
             if bar is None:
                 feed = d.feed
                 for packet in reader:
-                    if secrets:  # a pcapng's Decryption Secrets Block came before it
-                        d.add_tls_secrets(*secrets)
-                        secrets.clear()
                     out = feed(packet)
                     if out:  # most packets complete no exchange
                         yield from out
@@ -119,11 +116,7 @@ class Dissection:
         """Feeding with a progress bar, updated every PROGRESS_EVERY packets."""
         done = 0
         feed = self.dissector.feed
-        secrets = reader.secrets
         for packet in reader:
-            if secrets:
-                self.dissector.add_tls_secrets(*secrets)
-                secrets.clear()
             yield from feed(packet)
             if packet.frame % PROGRESS_EVERY == 0:
                 bar.update(reader.bytes_read - done)

@@ -380,6 +380,8 @@ def test_key_log_lines(tmp_path):
     follows = KeyLog(path)
     path.write_text("")  # replaced by a shorter file: read anew
     assert follows.get(b"\x01" * 32) is None and follows.lines == 1
+    path.write_text("CLIENT_RANDOM " + "01" * 32 + " " + "ef" * 8 + "\n")  # still shorter
+    assert follows.get(b"\x01" * 32) == {"CLIENT_RANDOM": bytes.fromhex("ef" * 8)}
     with pytest.raises(OSError, match="cannot read the TLS key log"):
         KeyLog(tmp_path / "missing.log")
     done = run_cli("analyze", sample("tls-12-aes128gcm"), "--tls-keylog", tmp_path / "missing.log")

@@ -281,17 +281,20 @@ def value(client: str, i: int) -> bytes:
     return f"{client} tls record {i}".encode()
 
 
+def over_tls(bootstrap: str, ctx: ssl.SSLContext, client_id: str) -> dict:
+    """The settings kafka-python and aiokafka clients share to reach the broker over TLS."""
+    return {
+        "bootstrap_servers": bootstrap,
+        "client_id": client_id,
+        "security_protocol": "SSL",
+        "ssl_context": ctx,
+    }
+
+
 def produce_kafka_python(bootstrap: str, ctx: ssl.SSLContext, topic: str) -> list[dict]:
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(
-        bootstrap_servers=bootstrap,
-        client_id="tls-kafka-python",
-        security_protocol="SSL",
-        ssl_context=ctx,
-        acks=1,
-        linger_ms=0,
-    )
+    producer = KafkaProducer(**over_tls(bootstrap, ctx, "tls-kafka-python"), acks=1, linger_ms=0)
     sent = []
     try:
         for i in range(RECORDS):
@@ -306,13 +309,7 @@ def produce_kafka_python(bootstrap: str, ctx: ssl.SSLContext, topic: str) -> lis
 async def _produce_aiokafka(bootstrap: str, ctx: ssl.SSLContext, topic: str) -> list[dict]:
     from aiokafka import AIOKafkaProducer
 
-    producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap,
-        client_id="tls-aiokafka",
-        security_protocol="SSL",
-        ssl_context=ctx,
-        acks=1,
-    )
+    producer = AIOKafkaProducer(**over_tls(bootstrap, ctx, "tls-aiokafka"), acks=1)
     await producer.start()
     sent = []
     try:
@@ -331,11 +328,8 @@ def consume_group(bootstrap: str, ctx: ssl.SSLContext, topic: str, want: int) ->
 
     consumer = KafkaConsumer(
         topic,
-        bootstrap_servers=bootstrap,
-        client_id="tls-consumer",
+        **over_tls(bootstrap, ctx, "tls-consumer"),
         group_id="tls-group",
-        security_protocol="SSL",
-        ssl_context=ctx,
         auto_offset_reset="earliest",
         enable_auto_commit=False,
     )
@@ -394,12 +388,7 @@ def create_topic(bootstrap: str, cert: Path, topic: str) -> None:
     from kafka.admin import NewTopic
 
     ctx = ssl.create_default_context(cafile=str(cert))
-    admin = KafkaAdminClient(
-        bootstrap_servers=bootstrap,
-        client_id="tls-setup",
-        security_protocol="SSL",
-        ssl_context=ctx,
-    )
+    admin = KafkaAdminClient(**over_tls(bootstrap, ctx, "tls-setup"))
     try:
         admin.create_topics([NewTopic(topic, 1, 1)], timeout_ms=10000)
     finally:

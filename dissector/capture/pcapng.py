@@ -2,8 +2,8 @@
 
 Every packet block (EPB, SPB, obsolete PB) is one frame. Interfaces are per section; each has
 its own link type and timestamp resolution. A Decryption Secrets Block of TLS key log lines
-is kept in the Source's `secrets`, for the packets after it. Blocks of other types are
-skipped.
+goes to the Source's `on_secrets` as it is read, before the packets after it. Blocks of other
+types are skipped.
 """
 
 import struct
@@ -224,8 +224,8 @@ def iter_pcapng(src, buf: bytes) -> Iterator[Packet]:
             yield new(Packet, (frame, 0, linktype, buf[pos + 12 : pos + 12 + caplen], wirelen))
         elif btype == DSB:
             kind, size = _BLOCK[bo].unpack_from(buf, pos + 8)
-            if kind == TLS_KEY_LOG and size <= blen - 20:
-                src.secrets.append(bytes(buf[pos + 16 : pos + 16 + size]))
+            if kind == TLS_KEY_LOG and size <= blen - 20 and src.on_secrets is not None:
+                src.on_secrets(bytes(buf[pos + 16 : pos + 16 + size]))
         elif btype == SHB:
             major, _minor = _SHB_VER[bo].unpack_from(buf, pos + 12)
             if major != 1:

@@ -52,9 +52,9 @@ class Source:
         self._failure: Exception | None = None  # a read error not reported yet
         self.offset = 0
         self.first_of_linktype: dict[int, tuple[int, int]] = {}
-        # TLS key log lines of pcapng Decryption Secrets Blocks, as they are read: a driver
-        # hands them to the core (Dissector.add_tls_secrets) before the next packet.
-        self.secrets: list[bytes] = []
+        # Called with the key log lines of each pcapng Decryption Secrets Block as it is read,
+        # before the packet after it (a driver sets Dissector.add_tls_secrets); None: dropped.
+        self.on_secrets = None
         self._clamped = False
         # Added to the frames and offsets of warnings: a byte range of a file read alone
         # names them as in the whole file.
@@ -285,10 +285,13 @@ class PacketReader:
         return getattr(self._packets, "offset", self._src.offset)
 
     @property
-    def secrets(self) -> list[bytes]:
-        """Key log lines of the Decryption Secrets Blocks read so far and not yet taken (the
-        taker empties the list)."""
-        return self._src.secrets
+    def on_secrets(self):
+        """What the key log lines of each Decryption Secrets Block are handed to (Source)."""
+        return self._src.on_secrets
+
+    @on_secrets.setter
+    def on_secrets(self, call):
+        self._src.on_secrets = call
 
     @property
     def first_of_linktype(self) -> dict[int, tuple[int, int]]:

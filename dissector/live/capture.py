@@ -178,8 +178,6 @@ class TcpdumpCapture:
     (which stamps the packets) when tcpdump began to capture.
     """
 
-    secrets = ()  # key log lines of the stream's Decryption Secrets Blocks, once read
-
     def __init__(self, interface, bpf, buffer_kib=DEFAULT_BUFFER_KIB, snaplen=0, immediate=None):
         if immediate is None:
             immediate = wants_immediate(interface)
@@ -245,7 +243,6 @@ class TcpdumpCapture:
     def packets(self):
         """The captured packets, as they come, until tcpdump stops."""
         with open_capture(self.proc.stdout, name=self.interface) as reader:
-            self.secrets = reader.secrets
             yield from reader
 
     def refresh(self):
@@ -305,7 +302,8 @@ class StreamCapture:
     by the reader as warnings.
     """
 
-    secrets = ()  # key log lines of the stream's Decryption Secrets Blocks, once read
+    # Called with the key log lines of each Decryption Secrets Block of a pcapng stream.
+    on_secrets = None
 
     def __init__(self, source):
         self.name = _stream_name(source)
@@ -319,7 +317,7 @@ class StreamCapture:
     def packets(self):
         try:
             with open_capture(self._stream, name=self.name) as reader:
-                self.secrets = reader.secrets  # a pcapng stream's Decryption Secrets Blocks
+                reader.on_secrets = self.on_secrets  # a pcapng stream's secrets
                 try:
                     yield from reader
                 finally:

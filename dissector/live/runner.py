@@ -46,6 +46,9 @@ class LiveRun:
     ):
         self.capture = capture
         self.dissector = Dissector(options, max_buffer=max_buffer)
+        # A pcapng stream's secrets, taken in the reader's thread before the packets after them
+        # are queued.
+        capture.on_secrets = self.dissector.add_tls_secrets
         self.duration = duration
         self.idle_ns = int(idle * 1e9)
         self.allowance_ns = int(unanswered * 1e9)
@@ -120,13 +123,8 @@ class LiveRun:
 
     def _read(self):
         queue = self._queue
-        capture = self.capture
         try:
-            for packet in capture.packets():
-                secrets = capture.secrets
-                if secrets:  # a pcapng stream's secrets, for the packets after them
-                    self.dissector.add_tls_secrets(*secrets)
-                    secrets.clear()
+            for packet in self.capture.packets():
                 queue.append(packet)
                 if self._waiting:
                     self._wake.set()

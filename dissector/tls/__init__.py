@@ -7,7 +7,7 @@ goes on to framing like any plaintext stream; without them, the connection is re
 its TLS facts and a status (`connection.py`).
 """
 
-from .connection import STATUSES, TlsConnection, opens_tls
+from .connection import DECRYPTED, STATUSES, TlsConnection, opens_tls
 from .keylog import KeyLog
 
-__all__ = ["STATUSES", "KeyLog", "TlsConnection", "opens_tls"]
+__all__ = ["DECRYPTED", "STATUSES", "KeyLog", "TlsConnection", "opens_tls"]

@@ -67,8 +67,7 @@ class _Side:
 
 class TlsConnection:
     """feed(side, data, frame, ts, start) -> [(plaintext, frame, ts)]. `client_side`: the
-    side that sent the ClientHello. `keylog`: a KeyLog (or anything with get(client_random)
-    -> {label: secret})."""
+    side that sent the ClientHello. `keylog`: a KeyLog."""
 
     def __init__(self, keylog, client_side):
         self.keylog = keylog
@@ -235,8 +234,9 @@ class TlsConnection:
             self.server_random, self.suite = random, suite
             self.version = hs.VERSIONS.get(version, f"0x{version:04X}")
             self._tls13 = version == hs.TLS13
-        elif kind == hs.FINISHED and self._tls13 and s.key is not None and s.key.secret is not None:
-            if s.updates == 0 and s.key.secret == self._secret(side, "HANDSHAKE_TRAFFIC_SECRET"):
+        elif kind == hs.FINISHED and self._tls13 and s.key is not None:
+            # The side's handshake ends: its records go on under the traffic secret.
+            if s.key.secret == self._secret(side, "HANDSHAKE_TRAFFIC_SECRET"):
                 s.key = self._traffic_key(side)
         elif kind == hs.KEY_UPDATE and self._tls13 and s.key is not None:
             s.key = s.key.updated()
@@ -254,8 +254,8 @@ class TlsConnection:
         if suite is None:
             self._fail(side, frame, offset, f"cipher suite {self.cipher}", UNSUPPORTED)
             return False
-        secrets = self.keylog.get(self.client_random) if self.keylog else None
-        s.waiting = not secrets and getattr(self.keylog, "follow", False)
+        secrets = self.keylog.get(self.client_random)
+        s.waiting = not secrets and self.keylog.follow
         if s.waiting:
             return False
         if not secrets:

@@ -39,9 +39,6 @@ class KeyLog:
         if self.path is not None:
             self.refresh()
 
-    def __bool__(self):
-        return bool(self.secrets) or self.path is not None
-
     def add(self, text):
         """Take key log lines (bytes or str)."""
         if isinstance(text, str):
