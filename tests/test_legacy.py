@@ -72,7 +72,7 @@ def test_produce_request_by_hand():
     assert (b["Topic"], b["Partition"]) == ("dogs", 2)
     m0, m1 = b["Messages"]
     assert m0 == {
-        "offset": 0,
+        "offset": None,  # nothing assigned one: 0.7 tells a producer no offset
         "magic": 0,
         "attributes": None,
         "compression": "none",
@@ -80,8 +80,7 @@ def test_produce_request_by_hand():
         "crc_ok": True,
         "value": b"woof",
     }
-    # Offsets are byte positions: the second message starts after 4 + 9 bytes.
-    assert (m1["offset"], m1["magic"], m1["attributes"], m1["value"]) == (13, 1, 0, b"bark")
+    assert (m1["offset"], m1["magic"], m1["attributes"], m1["value"]) == (None, 1, 0, b"bark")
     assert m1["crc_ok"] and "messages" not in m1
 
 
@@ -137,9 +136,10 @@ def test_multi_fetch_request_and_response():
         "OFFSET_OUT_OF_RANGE",
     )
     assert cats["Messages"] == []
-    # Without the request, parts are read to the end and offsets are set positions.
+    # Without the request, parts are read to the end and their offsets are unknown.
     blind = decode_response(2, resp, None)["TopicPartitions"]
-    assert [m["offset"] for m in blind[0]["Messages"]] == [0, 14] and "Topic" not in blind[0]
+    assert [m["offset"] for m in blind[0]["Messages"]] == [None, None]
+    assert "Topic" not in blind[0]
 
 
 def test_multi_produce_request():
@@ -166,8 +166,8 @@ def test_fetch_response_offsets_and_partial_message():
     assert [m["offset"] for m in out["Messages"]] == [1000]
     assert out["PartialMessageBytes"] == 7
     assert "PartialMessageBytes" not in decode_response(1, b"\x00\x00" + WOOF, request)
-    # Without the request the offset is the position in the set.
-    assert decode_response(1, b"\x00\x00" + BARK + WOOF, None)["Messages"][1]["offset"] == 14
+    # Without the request the offsets are unknown.
+    assert decode_response(1, b"\x00\x00" + BARK + WOOF, None)["Messages"][1]["offset"] is None
 
 
 def test_error_responses():

@@ -315,7 +315,8 @@ def produce(broker, kind, sets):
             {
                 "topic": topic,
                 "partition": partition,
-                "messages": [m.describe(pos) for pos, m in placed],
+                # A produced message has no offset: 0.7 tells the producer nothing.
+                "messages": [m.describe(None) for _, m in placed],
             }
         )
     body = i16(PRODUCE) + blocks[0] if kind == PRODUCE else multi_request(kind, blocks)

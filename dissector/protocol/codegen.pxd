@@ -3,5 +3,5 @@
 cdef class Context:
     cdef public list topics, topic_ids, record_sets
     cdef public int top_error, first_error
-    cdef public object records, topic, allowance
+    cdef public object records, topic, partition, allowance
     cdef public dict fields

@@ -30,7 +30,8 @@ TOP_FIELDS = frozenset({"ThrottleTimeMs", "Acks"})
 
 class Context:
     """What a decoder notes on the way: topic names and ids, the top-level and first nested
-    error, TOP_FIELDS, and (scanning) where each record set lies, under which topic.
+    error, TOP_FIELDS, and (scanning) where each record set lies, under which topic and
+    partition.
     `records(raw, ctx)` gives the value of a record set (default: its size); what a body's
     record sets may decompress to together is kept in `allowance`."""
 
@@ -42,6 +43,7 @@ class Context:
         "records",
         "fields",
         "topic",
+        "partition",
         "record_sets",
         "allowance",
     )
@@ -54,7 +56,9 @@ class Context:
         self.records = records or record_set_size
         self.fields = {}
         self.topic = None  # the topic name or id being scanned
-        self.record_sets = []  # (topic name or id, start, end) in the scanned buffer
+        self.partition = None  # the partition index being scanned, beside a record set
+        # (topic name or id, partition, start, end) in the scanned buffer
+        self.record_sets = []
         self.allowance = None  # what the body's record sets may still decompress to
 
     @property

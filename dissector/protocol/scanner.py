@@ -3,8 +3,9 @@
 A message version compiles once to a program, a tuple of instructions `(opcode, argument)`;
 `run(program, buf, pos, ctx)` walks a body as strictly as its decoder reads it, stepping
 over what carries no note and taking the notes `codegen.note_kind` names: topic names and
-ids, error codes, TOP_FIELDS and where each record set lies. A scan is all that pairing and
-the summary need; the body is decoded only when asked for.
+ids, error codes, TOP_FIELDS and where each record set lies, under which topic and partition.
+A scan is all that pairing, the summary and the records table need; the body is decoded only
+when asked for.
 
 One small loop serves every message version. Compiled (scanner.pxd gives it C types) it
 reads the buffer as bytes in C; this is the hottest loop of the product, two scans per
@@ -23,6 +24,7 @@ FIRST_ERROR = 3  # -: an int16 error code further in
 FIELD = 4  # (name, size, 2 ** (8 * size - 1)): a TOP_FIELDS value, a signed integer
 TOPIC_ID = 5  # -: a 16-byte topic id
 NULLABLE = 6  # program: an int8 presence marker, then the struct if >= 0
+PARTITION = 7  # -: the int32 partition index of a struct that holds a record set
 
 # Fields that start with a length or a count: the opcode is one of these kinds plus how that
 # number is encoded (primitives.I16, I32 or VAR), which primitives.read_length reads for all.
@@ -41,10 +43,19 @@ def compile_program(definition, version):
     return tuple(_struct(layout, definition["fields"], 0))
 
 
+# The partition index beside a record set (ProduceRequest's Index, FetchResponse's
+# PartitionIndex), noted so that a record set is known by topic and partition unread.
+_PARTITION_NAMES = ("Index", "PartitionIndex", "Partition")
+
+
 def _struct(layout, fields, depth):
     out = []
     regular, tagged = layout.fields(fields)
+    holds_records = any(f["type"] == "records" for f in regular)
     for f in regular:
+        if holds_records and f["name"] in _PARTITION_NAMES and f["type"] == "int32":
+            out.append((PARTITION,))
+            continue
         out += _field(layout, f, depth)
     if layout.flexible:
         table = {f["tag"]: tuple(_field(layout, dict(f, tagged=None), depth)) for f in tagged}
@@ -127,7 +138,7 @@ def run(program, buf, pos, ctx):
                         raise IndexError
                 if kind == RECORDS:
                     if n >= 0:
-                        ctx.record_sets.append((ctx.topic, start, pos))
+                        ctx.record_sets.append((ctx.topic, ctx.partition, start, pos))
                 elif kind == TOPIC:
                     v = None if n < 0 else p[start:pos].decode("utf-8", "replace")
                     if v:
@@ -200,6 +211,12 @@ def _rare(ins, buf, pos, ctx):
         ctx.topic_ids.append(v)
         ctx.topic = v
         return pos + 16
+    if op == PARTITION:
+        if pos + 4 > len(buf):
+            raise IndexError
+        n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
+        ctx.partition = n
+        return pos + 4
     if op == NULLABLE:
         if buf[pos] < 0x80:  # an int8 below zero: null
             return run(ins[1], buf, pos + 1, ctx)

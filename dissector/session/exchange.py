@@ -81,7 +81,7 @@ class Exchange:
     # topic id -> name for the ids this exchange uses that earlier Metadata responses named
     # (not a column: the partition and record tables resolve ids with it)
     topic_names = {}  # noqa: RUF012 (shared empty default, replaced, never mutated)
-    # (side, frame data, [(topic name or id, start, end)]): where the record sets lie
+    # (side, frame data, [(topic name or id, partition, start, end)]): where the record sets lie
     record_sets = None
     _request = _response = None
 

@@ -10,7 +10,14 @@ from ..session.exchange import COLUMNS
 from .columns import column
 from .schema import RECORD_TIME, SCHEMAS
 
+try:  # C (record_columns.pyx): records read from batch bytes into columns
+    from .record_columns import RecordColumns
+except ImportError:  # built without a C compiler: the records table is built row by row
+    RecordColumns = None
+
 BATCH_ROWS = 4096  # exchanges per batch: large enough for Arrow, small enough to stream
+RECORD_ROWS = 65536  # records per batch of the records table
+RECORD_BYTES = 64 << 20  # bytes of keys and values per batch of the records table
 BATCH_TEXT = 64 << 20  # bytes of body text per batch: a batch of large bodies is cut early
 # Bytes of text one Arrow string column of a batch holds at most (its offsets are int32): a
 # body whose JSON text alone passes it is left out of its row, which says so in `reason`.
@@ -34,6 +41,9 @@ def arrow_batches(items, table="pairs", batch_rows=BATCH_ROWS, max_text=MAX_TEXT
     if table == "pairs":
         yield from _pairs_batches(items, schema, batch_rows, max_text)
         return
+    if table == "records" and RecordColumns is not None:
+        yield from _records_batches(items, batch_rows)
+        return
     from . import ROW_BUILDERS
 
     rows_of = ROW_BUILDERS[table]()
@@ -45,6 +55,15 @@ def arrow_batches(items, table="pairs", batch_rows=BATCH_ROWS, max_text=MAX_TEXT
             rows = []
     if rows:
         yield pa.RecordBatch.from_pylist(rows, schema=schema)
+
+
+def _records_batches(exchanges, batch_rows):
+    columns = RecordColumns(max(batch_rows, RECORD_ROWS), RECORD_BYTES)
+    for exchange in exchanges:
+        yield from columns.add(exchange)
+    last = columns.finish()
+    if last is not None:
+        yield last
 
 
 def _pairs_batches(exchanges, schema, batch_rows, max_text):

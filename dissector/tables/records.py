@@ -22,42 +22,53 @@ EXCHANGE_COLUMNS = (
 
 def _batch_rows(base, batches, assigned=None):
     """Rows of the records of batches. assigned: for records sent in a Produce request, the
-    base offset the broker gave them (_UNKNOWN: none), replacing the client's placeholders."""
+    base offset the broker gave them (UNKNOWN: none), replacing the client's placeholders."""
     for batch in batches:
-        seq0 = batch.get("base_sequence")
-        first = batch.get("base_offset")
-        shift = 0
-        if assigned is _UNKNOWN:
-            shift = None
-        elif assigned is not None and first is not None:
-            shift = assigned - first
-            assigned += (batch.get("last_offset_delta") or 0) + 1
-        common = dict(
-            base,
-            producer_id=batch.get("producer_id"),
-            producer_epoch=batch.get("producer_epoch"),
-            magic=batch.get("magic"),
-            compression=batch.get("compression"),
-            transactional=batch.get("transactional"),
-            timestamp_type=batch.get("timestamp_type"),
-            batch_status=batch.get("status"),
+        shift, assigned = offset_shift(assigned, batch)
+        yield from batch_rows(base, batch, shift)
+
+
+def offset_shift(assigned, batch):
+    """(what to add to the batch's record offsets, None: they are unknown; the assigned
+    offset of the next batch). assigned: see _batch_rows."""
+    if assigned is UNKNOWN:
+        return None, assigned
+    first = batch.get("base_offset")
+    if assigned is None or first is None:
+        return 0, assigned
+    return assigned - first, assigned + (batch.get("last_offset_delta") or 0) + 1
+
+
+def batch_rows(base, batch, shift):
+    """The rows of one batch's records; shift: see offset_shift."""
+    seq0 = batch.get("base_sequence")
+    first = batch.get("base_offset")
+    common = dict(
+        base,
+        producer_id=batch.get("producer_id"),
+        producer_epoch=batch.get("producer_epoch"),
+        magic=batch.get("magic"),
+        compression=batch.get("compression"),
+        transactional=batch.get("transactional"),
+        timestamp_type=batch.get("timestamp_type"),
+        batch_status=batch.get("status"),
+    )
+    for record in batch.get("records") or ():
+        offset = record.get("offset")
+        sequence = None
+        if seq0 is not None and seq0 >= 0 and offset is not None and first is not None:
+            sequence = seq0 + (offset - first)
+        yield dict(
+            common,
+            offset=None if shift is None or offset is None else offset + shift,
+            timestamp=record.get("timestamp"),
+            key=_bytes(record.get("key")),
+            value=_bytes(record.get("value")),
+            headers=[{"key": k, "value": _bytes(v)} for k, v in record.get("headers") or ()],
+            sequence=sequence,
+            control=_control(record, batch),
+            crc_ok=record.get("crc_ok", batch.get("crc_ok")),
         )
-        for record in batch.get("records") or ():
-            offset = record.get("offset")
-            sequence = None
-            if seq0 is not None and seq0 >= 0 and offset is not None and first is not None:
-                sequence = seq0 + (offset - first)
-            yield dict(
-                common,
-                offset=None if shift is None or offset is None else offset + shift,
-                timestamp=record.get("timestamp"),
-                key=_bytes(record.get("key")),
-                value=_bytes(record.get("value")),
-                headers=[{"key": k, "value": _bytes(v)} for k, v in record.get("headers") or ()],
-                sequence=sequence,
-                control=_control(record, batch),
-                crc_ok=record.get("crc_ok", batch.get("crc_ok")),
-            )
 
 
 def _bytes(value):
@@ -107,21 +118,21 @@ def exchange_records(e):
                     )
             continue
         produced = direction == "request" and e.api_key == PRODUCE
-        assigned = _assigned_offsets(e) if produced else None
+        assigned = assigned_offsets(e) if produced else None
         for topic, topic_id, item, _ in partition_items(body):
             records = item.get("Records")
             if isinstance(records, dict) and records.get("batches"):
                 name = topic or e.topic_names.get(topic_id, topic_id)
                 partition = partition_index(item)
                 where = dict(side, topic=name, partition=partition)
-                given = None if assigned is None else assigned.get((name, partition), _UNKNOWN)
+                given = None if assigned is None else assigned.get((name, partition), UNKNOWN)
                 yield from _batch_rows(where, records["batches"], given)
 
 
-_UNKNOWN = object()  # no offset assigned (yet): produced records keep none
+UNKNOWN = object()  # no offset assigned (yet): produced records keep none
 
 
-def _assigned_offsets(e):
+def assigned_offsets(e):
     """(topic, partition) -> the base offset a Produce response assigned to what the request
     sent there (its records count on from it, batch after batch)."""
     if not isinstance(e.response, dict):

@@ -160,9 +160,10 @@ class Summary:
 
     @classmethod
     def of(cls, options):
-        """The summary of a dissection with these Options: uncompressed sizes when its
-        batches are decompressed anyway."""
-        return cls(decompress=options.decompresses)
+        """The summary of a dissection with these Options: uncompressed sizes when asked for
+        (--decompress). The records table and `--records full` decompress what they show,
+        not the summary's volume: that would decode every body a second time."""
+        return cls(decompress=options.decompress)
 
     def add(self, e):
         self.statuses[e.status] += 1
@@ -188,7 +189,7 @@ class Summary:
         sets an exchange on real traffic): a compressed set's uncompressed size is unknown."""
         _, data, sets = e.record_sets
         api, names = e.api_name, e.topic_names
-        for topic, start, end in sets:
+        for topic, _, start, end in sets:
             if end > start:
                 batches, records, control, codecs = census(data, start, end)
                 size = end - start

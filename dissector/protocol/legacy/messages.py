@@ -49,14 +49,16 @@ class Budget:
 
 
 def decode_message_set(
-    buf, pos, end, base_offset=None, partial_ok=False, budget=None, depth=0, fixed_offset=None
+    buf, pos, end, base_offset=None, partial_ok=False, budget=None, depth=0, inner=False
 ):
     """(messages in buf[pos:end], size of an incomplete last message or 0).
 
-    Each message's "offset" is its position in the set, plus base_offset when the set's own
-    offset is known (a fetch response). partial_ok accepts a cut-off last message: a broker
-    sends MAX_SIZE bytes of its log, which may end inside a message. fixed_offset gives every
-    message the same offset (the messages inside a compressed one).
+    Each message's "offset" is base_offset, the set's own offset in the log (a fetch
+    response's), plus its position in the set; None without one: a produced message has no
+    offset until the broker writes it, and 0.7 tells no client where that was. partial_ok
+    accepts a cut-off last message: a broker sends MAX_SIZE bytes of its log, which may end
+    inside a message. inner: the messages inside a compressed one, which all share
+    base_offset, the offset of the message holding them.
     """
     budget = Budget() if budget is None else budget
     messages = []
@@ -73,10 +75,8 @@ def decode_message_set(
             raise DecodeError(f"message of {size} bytes runs past the end of the message set", pos)
         if size < 5:
             raise DecodeError(f"message length {size} is shorter than a message header", pos)
-        if fixed_offset is not None:
-            offset = fixed_offset
-        else:
-            offset = pos - start if base_offset is None else base_offset + pos - start
+        unplaced = inner or base_offset is None
+        offset = base_offset if unplaced else base_offset + pos - start
         messages.append(_message(buf, pos + 4, pos + 4 + size, offset, budget, depth))
         pos += 4 + size
     return messages, 0
@@ -114,7 +114,7 @@ def _message(buf, pos, end, offset, budget, depth):
             inner = _decompress(codec, value, budget)
             # Only the outer message has a fetchable offset: the inner ones share it.
             msg["messages"], _ = decode_message_set(
-                inner, 0, len(inner), budget=budget, depth=depth + 1, fixed_offset=offset
+                inner, 0, len(inner), offset, budget=budget, depth=depth + 1, inner=True
             )
         except _Inflate as e:
             msg["error"] = str(e)

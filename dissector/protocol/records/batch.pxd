@@ -5,5 +5,7 @@ cimport cython
 cdef tuple _CODEC_NAMES
 cdef object _unpack_header
 
-@cython.locals(codec=int, attributes=int, batch=dict)
 cpdef dict decode_batch(bytes raw, object view, Py_ssize_t pos, Py_ssize_t end, object limits, object allowance=*)
+
+@cython.locals(codec=int, attributes=int, batch=dict)
+cpdef tuple open_batch(bytes raw, object view, Py_ssize_t pos, Py_ssize_t end, object limits, object allowance=*)

@@ -62,13 +62,50 @@ def blank(magic=2):
 def decode_batch(raw, view, pos, end, limits, allowance=None):
     """The batch at ``raw[pos:end]`` (``view`` is a memoryview of raw), where ``end`` follows
     from its length field; its decompression draws on ``allowance`` (common.Allowance)."""
+    batch, data, start, stop = open_batch(raw, view, pos, end, limits, allowance)
+    if data is not None:
+        read_records(batch, data, start, stop)
+    return batch
+
+
+def read_records(batch, data, start, stop):
+    """The records of a batch open_batch gave, from data[start:stop] into its `records`; a
+    record that does not parse ends them, and sets the batch's status."""
+    try:
+        parse_records(
+            data,
+            start,
+            stop,
+            batch["record_count"],
+            batch["base_offset"],
+            batch["base_timestamp"],
+            fixed_timestamp(batch),
+            batch["control"],
+            batch["records"],
+        )
+    except BatchError as e:
+        batch["status"] = e.status
+        batch["error"] = str(e)
+
+
+def fixed_timestamp(batch):
+    """The timestamp of every record of a log-append batch (the broker's time,
+    max_timestamp), else None: each record has its own."""
+    return batch["max_timestamp"] if batch["timestamp_type"] == "log_append" else None
+
+
+def open_batch(raw, view, pos, end, limits, allowance=None):
+    """(batch, data, start, stop): the batch at ``raw[pos:end]`` with its header read and its
+    records not yet (an empty ``records`` list), and where they lie: ``data[start:stop]``,
+    decompressed if they were compressed. ``data`` is None where the records are not to be
+    read: not wanted (Limits.records), or the batch's status says why it cannot be."""
     if end - pos < HEADER_SIZE:
         batch = blank()
         offset, length, epoch = struct.unpack_from(">qii", raw, pos)
         batch.update(base_offset=offset, batch_length=length, partition_leader_epoch=epoch)
         batch["status"] = common.CORRUPT_RECORDS
         batch["error"] = f"batch of {end - pos} bytes is shorter than its {HEADER_SIZE}-byte header"
-        return batch
+        return batch, None, 0, 0
     (
         base_offset,
         length,
@@ -115,14 +152,13 @@ def decode_batch(raw, view, pos, end, limits, allowance=None):
         "compressed_size": end - pos - HEADER_SIZE,
         "uncompressed_size": None,
     }
-    records = batch["records"]
     try:
         if count < 0:
             raise Corrupt(f"negative record count {count}")
         if count > limits.max_records:
             raise common.TooManyRecords(f"{count} records passes the limit of {limits.max_records}")
         if codec and not limits.decompress:
-            return batch  # uncompressed size unknown, by choice
+            return batch, None, 0, 0  # uncompressed size unknown, by choice
         if codec:
             data = decompress(codec, view[pos + HEADER_SIZE : end], limits, allowance)
             start, stop = 0, len(data)
@@ -130,18 +166,14 @@ def decode_batch(raw, view, pos, end, limits, allowance=None):
             data, start, stop = raw, pos + HEADER_SIZE, end
         batch["uncompressed_size"] = stop - start
         if not limits.records:
-            return batch
+            return batch, None, 0, 0
         if count > (stop - start) // _MIN_RECORD:
             raise Corrupt(f"{count} records cannot fit in {stop - start} bytes")
-        # For log-append batches the broker's time, max_timestamp, applies to every record.
-        fixed_ts = max_timestamp if log_append else None
-        parse_records(
-            data, start, stop, count, base_offset, base_timestamp, fixed_ts, control, records
-        )
     except BatchError as e:
         batch["status"] = e.status
         batch["error"] = str(e)
-    return batch
+        return batch, None, 0, 0
+    return batch, data, start, stop
 
 
 def _varint(buf, p):

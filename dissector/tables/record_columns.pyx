@@ -1,0 +1,565 @@
+# cython: language_level=3
+"""The `records` table built from batch bytes straight into Arrow columns.
+
+The rows path (records.py) decodes a body into a dict per record, then a dict per row, which
+Arrow converts: several Python objects a record, all of a record set alive at once. Here a
+magic 2 batch's records are read in C from the body's bytes (the scan noted where each
+record set lies, under which topic and partition) into growing column buffers: offsets,
+timestamps and sequences as int64, keys, values and headers as Arrow's offsets and bytes.
+What is the same for every record of a batch (the exchange's columns, the topic, partition
+and batch header) is kept once a batch, as a run, and repeated by Arrow when a batch of rows
+is made. Memory is the rows of one Arrow batch (BATCH_ROWS, or BATCH_BYTES of keys and
+values) and the one Kafka batch being read, decompressed.
+
+What it does not read itself goes through the rows path, row by row into the same buffers:
+control batches (transaction markers), magic 0 and 1 message sets, 0.7 exchanges, bodies
+that were decoded rather than scanned, and APIs other than Produce and Fetch. A batch is
+walked twice: once to check it (how many of its records parse, and its status), then to
+fill the columns, so that a batch longer than an Arrow batch is split between them with its
+final status. tests/test_records_table.py holds both paths equal on every sample capture.
+
+It is C-level code with no Python twin: without a C compiler, the rows path builds the table.
+"""
+
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.string cimport memcpy
+
+import numpy as np
+import pyarrow as pa
+
+from ..protocol.apikeys import FETCH, PRODUCE
+from ..protocol.records.batch import fixed_timestamp, open_batch, read_records
+from ..protocol.records.common import CORRUPT_RECORDS, Allowance
+from ..protocol.records.message_set import LOG_OVERHEAD, decode_message
+from ..session.exchange import LazyBody
+from ..session.modern import decode_later
+from .columns import column
+from .records import (
+    EXCHANGE_COLUMNS,
+    UNKNOWN,
+    assigned_offsets,
+    batch_rows,
+    exchange_records,
+    offset_shift,
+)
+from .schema import RECORDS
+
+# The columns that hold one value a record; every other column holds one value a batch.
+RECORD_COLUMNS = ("offset", "timestamp", "key", "value", "headers", "sequence")
+BATCH_COLUMNS = tuple(f.name for f in RECORDS if f.name not in RECORD_COLUMNS)
+_SHARE_FETCH = 78
+_APIS = (PRODUCE, FETCH, _SHARE_FETCH)  # whose record sets lie in the field named Records
+_MAGIC_AT = 16
+cdef Py_ssize_t _MAX_BYTES = (1 << 31) - 1  # what int32 offsets reach in one Arrow batch
+
+
+# --- buffers --------------------------------------------------------------------------------
+
+
+cdef class _Buf:
+    """Bytes that grow, in a bytearray that Arrow takes over as it is (no copy)."""
+
+    cdef bytearray array
+    cdef char *data
+    cdef Py_ssize_t size, cap
+
+    def __cinit__(self):
+        self.array = bytearray()
+        self.data = PyByteArray_AS_STRING(self.array)
+
+    cdef int room(self, Py_ssize_t n) except -1:
+        cdef Py_ssize_t cap = self.cap if self.cap else 4096
+        while cap < self.size + n:
+            cap *= 2
+        PyByteArray_Resize(self.array, cap)
+        self.data = PyByteArray_AS_STRING(self.array)
+        self.cap = cap
+        return 0
+
+    cdef inline int put(self, const void *p, Py_ssize_t n) except -1:
+        if self.size + n > self.cap:
+            self.room(n)
+        memcpy(self.data + self.size, p, n)
+        self.size += n
+        return 0
+
+    cdef inline int put_i64(self, int64_t v) except -1:
+        return self.put(&v, 8)
+
+    cdef inline int put_i32(self, int32_t v) except -1:
+        return self.put(&v, 4)
+
+    cdef inline int put_u8(self, char v) except -1:
+        return self.put(&v, 1)
+
+    cdef object take(self):
+        """The bytes so far as an Arrow buffer; the buffer starts again, empty."""
+        PyByteArray_Resize(self.array, self.size)
+        out = pa.py_buffer(self.array)
+        self.array = bytearray()
+        self.data = PyByteArray_AS_STRING(self.array)
+        self.size = self.cap = 0
+        return out
+
+
+cdef class _Validity:
+    """One byte a value (1: present); a bitmap when taken, None when all are present."""
+
+    cdef _Buf bytes
+    cdef Py_ssize_t nulls
+
+    def __cinit__(self):
+        self.bytes = _Buf()
+
+    cdef inline int add(self, bint present) except -1:
+        if not present:
+            self.nulls += 1
+        return self.bytes.put_u8(present)
+
+    cdef object take(self):
+        flags = self.bytes.take()
+        if not self.nulls:
+            return None
+        self.nulls = 0
+        return pa.py_buffer(np.packbits(np.frombuffer(flags, dtype=np.bool_), bitorder="little"))
+
+
+cdef class _Ints:
+    """An int64 column (a timestamp column holds int64 counts of its unit)."""
+
+    cdef _Buf values
+    cdef _Validity valid
+
+    def __cinit__(self):
+        self.values = _Buf()
+        self.valid = _Validity()
+
+    cdef inline int add(self, int64_t v) except -1:
+        self.valid.add(True)
+        return self.values.put_i64(v)
+
+    cdef inline int null(self) except -1:
+        self.valid.add(False)
+        return self.values.put_i64(0)
+
+    cdef int add_py(self, object v) except -1:
+        return self.null() if v is None else self.add(v)
+
+    cdef object take(self, kind, Py_ssize_t n):
+        nulls = self.valid.nulls
+        validity = self.valid.take()
+        return pa.Array.from_buffers(kind, n, [validity, self.values.take()], nulls)
+
+
+cdef class _Bins:
+    """A binary or string column: int32 offsets and the bytes they point into."""
+
+    cdef _Buf data, offsets
+    cdef _Validity valid
+
+    def __cinit__(self):
+        self.data = _Buf()
+        self.offsets = _Buf()
+        self.valid = _Validity()
+        self.offsets.put_i32(0)
+
+    cdef inline int add(self, const unsigned char *p, Py_ssize_t n) except -1:
+        self.data.put(p, n)
+        self.valid.add(True)
+        return self.offsets.put_i32(<int32_t>self.data.size)
+
+    cdef inline int null(self) except -1:
+        self.valid.add(False)
+        return self.offsets.put_i32(<int32_t>self.data.size)
+
+    cdef int add_py(self, object v) except -1:
+        cdef bytes b
+        if v is None:
+            return self.null()
+        if v.__class__ is str:
+            v = v.encode()
+        b = v if v.__class__ is bytes else bytes(v)
+        return self.add(<const unsigned char *>PyBytes_AS_STRING(b), len(b))
+
+    cdef object take(self, kind, Py_ssize_t n):
+        nulls = self.valid.nulls
+        validity = self.valid.take()
+        buffers = [validity, self.offsets.take(), self.data.take()]
+        self.offsets.put_i32(0)
+        return pa.Array.from_buffers(kind, n, buffers, nulls)
+
+
+# --- the walk of a batch's records ----------------------------------------------------------
+
+
+cdef struct Walk:
+    Py_ssize_t p, end  # where the next record starts; where the records end
+    int64_t i, count  # the next record's index; how many the batch says it holds
+    int64_t good  # records that parse (after the check); count when all do
+    int64_t base_offset, base_ts, fixed_ts, seq0, shift
+    bint has_fixed_ts, has_seq, has_shift
+
+
+cdef inline Py_ssize_t _varint(const unsigned char *b, Py_ssize_t p, Py_ssize_t end,
+                               int64_t *out, int most) noexcept nogil:
+    """A zig-zag varint of at most `most` bytes at b[p]; where it ends, or -1."""
+    cdef uint64_t v = 0
+    cdef int shift = 0
+    cdef unsigned char c
+    while True:
+        if p >= end:
+            return -1
+        c = b[p]
+        p += 1
+        if shift < 64:
+            v |= (<uint64_t>(c & 0x7F)) << shift
+        if not c & 0x80:
+            break
+        shift += 7
+        if shift >= 7 * most:
+            return -1
+    out[0] = <int64_t>((v >> 1) ^ (<uint64_t>0 - (v & 1)))
+    return p
+
+
+cdef inline Py_ssize_t _blob(const unsigned char *b, Py_ssize_t p, Py_ssize_t rend,
+                             Py_ssize_t end, int64_t *n) noexcept nogil:
+    """A varint length (-1: null) and the bytes it counts, within the record; where they end,
+    or -1."""
+    p = _varint(b, p, end, n, 5)
+    if p < 0 or n[0] < -1 or n[0] > rend - p:
+        return -1
+    return p + (n[0] if n[0] > 0 else 0)
+
+
+cdef class RecordColumns:
+    """Record batches of the records table, filled exchange by exchange (`add`): each call
+    gives the Arrow batches completed by it, usually none; `finish` gives the last."""
+
+    cdef _Ints offsets, timestamps, sequences
+    cdef _Bins keys, values, header_keys, header_values
+    cdef _Buf header_starts  # int32: where each record's headers start among them all
+    cdef int32_t headers
+    cdef Py_ssize_t rows, max_rows, max_bytes
+    cdef list runs  # a tuple of BATCH_COLUMNS values for each run of rows that share them
+    cdef _Buf run_rows  # int64: the rows of each run
+    cdef list done  # Arrow batches complete
+
+    def __cinit__(self, Py_ssize_t max_rows, Py_ssize_t max_bytes):
+        self.offsets, self.timestamps, self.sequences = _Ints(), _Ints(), _Ints()
+        self.keys, self.values = _Bins(), _Bins()
+        self.header_keys, self.header_values = _Bins(), _Bins()
+        self.header_starts = _Buf()
+        self.header_starts.put_i32(0)
+        self.max_rows = max_rows
+        self.max_bytes = max_bytes
+        self.runs = []
+        self.run_rows = _Buf()
+        self.done = []
+
+    def add(self, e):
+        """The Arrow batches this exchange completes (a list, usually empty)."""
+        sets = e.record_sets
+        if e.protocol == "0.7" or sets is None or e.api_key not in _APIS:
+            for row in exchange_records(e):
+                self._row(row)
+        else:
+            self._sets(e, sets)
+        done, self.done = self.done, []
+        return done
+
+    def finish(self):
+        """The last Arrow batch, or None."""
+        return self._batch() if self.rows else None
+
+    # -- what an exchange holds --------------------------------------------------------------
+
+    cdef int _sets(self, e, tuple record_sets) except -1:
+        side, data, sets = record_sets
+        body = e._request if side == "request" else e._response
+        # Only a scanned body gets here; its LazyBody carries the record decoder, whose
+        # limits say whether and how far records are read (the rows path reads them so).
+        if body.__class__ is not LazyBody or body[0] is not decode_later or body[-1] is None:
+            return 0
+        limits = body[-1].limits
+        if not limits.records:
+            return 0
+        cdef bytes raw = data if data.__class__ is bytes else bytes(data)
+        view = memoryview(raw)
+        allowance = Allowance(limits)  # the body's record sets share one
+        names = e.topic_names
+        assigned = assigned_offsets(e) if side == "request" and e.api_key == PRODUCE else None
+        frame = e.request_frame if side == "request" else e.response_frame
+        exchange = tuple([getattr(e, name) for name in EXCHANGE_COLUMNS]) + (frame, side)
+        for topic, partition, start, end in sets:
+            topic = names.get(topic, topic) or None
+            where = exchange + (topic, partition)
+            given = None if assigned is None else assigned.get((topic, partition), UNKNOWN)
+            self._set(raw, view, start, end, where, given, limits, allowance)
+        return 0
+
+    cdef int _set(self, bytes raw, view, Py_ssize_t pos, Py_ssize_t n, tuple where, assigned,
+                  limits, allowance) except -1:
+        """The records of the record set raw[pos:n], as record_set.decode_record_set reads
+        its entries: by their length, told apart by their magic byte."""
+        cdef const unsigned char *b = <const unsigned char *>PyBytes_AS_STRING(raw)
+        cdef int64_t length
+        cdef Py_ssize_t end
+        cdef int magic
+        while n - pos >= LOG_OVERHEAD:
+            length = (<int32_t>((b[pos + 8] << 24) | (b[pos + 9] << 16) | (b[pos + 10] << 8)
+                                | b[pos + 11]))
+            end = pos + LOG_OVERHEAD + length
+            if length < 0 or end > n:
+                break  # no way on, or the part of a batch a fetch response may end in
+            magic = b[pos + _MAGIC_AT] if length > _MAGIC_AT - LOG_OVERHEAD else -1
+            if magic == 2:
+                batch, data, start, stop = open_batch(raw, view, pos, end, limits, allowance)
+                shift, assigned = offset_shift(assigned, batch)
+                if data is not None:
+                    if batch["control"]:
+                        read_records(batch, data, start, stop)
+                        self._rows(batch_rows(_base(where), batch, shift))
+                    else:
+                        self._batch_records(batch, data, start, stop, where, shift)
+            elif magic in (0, 1):
+                batch = decode_message(raw, pos, end, limits, allowance)
+                shift, assigned = offset_shift(assigned, batch)
+                self._rows(batch_rows(_base(where), batch, shift))
+            pos = end
+        return 0
+
+    cdef int _batch_records(self, dict batch, bytes data, Py_ssize_t start, Py_ssize_t stop,
+                            tuple where, shift) except -1:
+        cdef const unsigned char *b = <const unsigned char *>PyBytes_AS_STRING(data)
+        cdef Walk w
+        cdef int64_t room, before
+        w.p = start
+        w.end = stop
+        w.i = 0
+        w.count = batch["record_count"]
+        w.base_offset = batch["base_offset"]
+        w.base_ts = batch["base_timestamp"]
+        fixed = fixed_timestamp(batch)
+        w.has_fixed_ts = fixed is not None
+        w.fixed_ts = fixed if fixed is not None else 0
+        w.seq0 = batch["base_sequence"]
+        w.has_seq = w.seq0 >= 0
+        w.has_shift = shift is not None
+        w.shift = shift if shift is not None else 0
+        # The check: how many records parse, and so the batch's status, before any is kept.
+        self._walk(b, &w, w.count, False)
+        w.good = w.i
+        if w.i < w.count or w.p != w.end:
+            batch["status"] = CORRUPT_RECORDS
+        values = where + (
+            batch["timestamp_type"],
+            batch["producer_id"],
+            batch["producer_epoch"],
+            2,
+            batch["compression"],
+            batch["transactional"],
+            None,
+            batch["crc_ok"],
+            batch["status"],
+        )
+        w.p = start
+        w.i = 0
+        while w.i < w.good:
+            room = self.max_rows - self.rows
+            before = w.i
+            self._walk(b, &w, min(w.good, w.i + room), True)
+            self._run(values, w.i - before)
+            if self.rows >= self.max_rows or self._bytes() >= self.max_bytes:
+                self.done.append(self._batch())
+        return 0
+
+    cdef int _walk(self, const unsigned char *b, Walk *w, int64_t until, bint keep) except -1:
+        """Records w.i up to `until` (or the first that does not parse, or the byte budget of
+        an Arrow batch when keeping); kept as rows when `keep`."""
+        cdef Py_ssize_t p = w.p, end = w.end, rend, q, kp, vp, hp
+        cdef int64_t size, ts_delta, offset_delta, klen, vlen, nh, hk, hv, j
+        cdef const unsigned char *s
+        cdef Py_ssize_t budget = self.max_bytes - self._bytes() if keep else 0
+        while w.i < until:
+            w.p = p  # where record w.i starts, to come back to
+            p = _varint(b, p, end, &size, 5)
+            if p < 0 or size < 0 or size > end - p:
+                break
+            rend = p + size
+            q = _varint(b, p + 1, end, &ts_delta, 10)  # after the attributes byte
+            if q < 0:
+                break
+            q = _varint(b, q, end, &offset_delta, 5)
+            if q < 0:
+                break
+            kp = q
+            q = _blob(b, q, rend, end, &klen)
+            if q < 0:
+                break
+            vp = q
+            q = _blob(b, q, rend, end, &vlen)
+            if q < 0:
+                break
+            q = _varint(b, q, end, &nh, 5)
+            if q < 0 or nh < 0 or (nh and nh > (rend - q) // 2):
+                break
+            hp = q
+            for j in range(nh):
+                q = _varint(b, q, end, &hk, 5)
+                if q < 0 or hk < 0 or hk > rend - q:
+                    q = -1
+                    break
+                q = _blob(b, q + hk, rend, end, &hv)
+                if q < 0:
+                    break
+            if q != rend:  # a header that did not parse, or fields not ending the record
+                break
+            if keep:
+                if self.rows and (budget <= 0 or size > _MAX_BYTES - self._bytes()):
+                    return 0  # the Arrow batch holds enough bytes: the rest go to the next
+                budget -= size
+                self._record(b, w, kp, vp, hp, nh, offset_delta, ts_delta)
+            w.i += 1
+            p = rend
+        w.p = p
+        return 0
+
+    cdef int _record(self, const unsigned char *b, Walk *w, Py_ssize_t kp, Py_ssize_t vp,
+                     Py_ssize_t hp, int64_t nh, int64_t offset_delta, int64_t ts_delta) \
+            except -1:
+        """One record's values into the columns, its fields already checked."""
+        cdef int64_t n, j, k
+        cdef Py_ssize_t q
+        if w.has_shift:
+            self.offsets.add(w.base_offset + offset_delta + w.shift)
+        else:
+            self.offsets.null()
+        self.timestamps.add(w.fixed_ts if w.has_fixed_ts else w.base_ts + ts_delta)
+        if w.has_seq:
+            self.sequences.add(w.seq0 + offset_delta)
+        else:
+            self.sequences.null()
+        q = _varint(b, kp, w.end, &n, 5)
+        if n < 0:
+            self.keys.null()
+        else:
+            self.keys.add(b + q, n)
+        q = _varint(b, vp, w.end, &n, 5)
+        if n < 0:
+            self.values.null()
+        else:
+            self.values.add(b + q, n)
+        q = hp  # the first header, after their count
+        for j in range(nh):
+            q = _varint(b, q, w.end, &n, 5)
+            if _ascii(b + q, n):
+                self.header_keys.add(b + q, n)
+            else:  # as the rows path reads a header key: UTF-8, errors replaced
+                text = PyBytes_FromStringAndSize(<const char *>b + q, n)
+                self.header_keys.add_py(text.decode("utf-8", "replace"))
+            q += n
+            q = _varint(b, q, w.end, &n, 5)
+            if n < 0:
+                self.header_values.null()
+            else:
+                self.header_values.add(b + q, n)
+                q += n
+        self.headers += <int32_t>nh
+        self.header_starts.put_i32(self.headers)
+        self.rows += 1
+        return 0
+
+    # -- rows from the rows path ---------------------------------------------------------------
+
+    cdef int _rows(self, rows) except -1:
+        for row in rows:
+            self._row(row)
+        return 0
+
+    cdef int _row(self, dict row) except -1:
+        self.offsets.add_py(row.get("offset"))
+        self.timestamps.add_py(row.get("timestamp"))
+        self.sequences.add_py(row.get("sequence"))
+        self.keys.add_py(row.get("key"))
+        self.values.add_py(row.get("value"))
+        for header in row["headers"]:
+            self.header_keys.add_py(header["key"])
+            self.header_values.add_py(header["value"])
+        self.headers += len(row["headers"])
+        self.header_starts.put_i32(self.headers)
+        self.rows += 1
+        self._run(tuple([row.get(name) for name in BATCH_COLUMNS]), 1)
+        if self.rows >= self.max_rows or self._bytes() >= self.max_bytes:
+            self.done.append(self._batch())
+        return 0
+
+    # -- Arrow batches -------------------------------------------------------------------------
+
+    cdef int _run(self, tuple values, int64_t rows) except -1:
+        """`rows` more rows with these values; a run goes on while they are the same."""
+        if not rows:
+            return 0
+        if self.runs and values == self.runs[-1]:
+            (<int64_t *>(self.run_rows.data + self.run_rows.size - 8))[0] += rows
+        else:
+            self.runs.append(values)
+            self.run_rows.put_i64(rows)
+        return 0
+
+    cdef inline Py_ssize_t _bytes(self):
+        return self.keys.data.size + self.values.data.size + self.header_values.data.size
+
+    cdef object _batch(self):
+        cdef Py_ssize_t n = self.rows
+        counts = np.frombuffer(self.run_rows.take(), dtype=np.int64)
+        which = pa.array(np.repeat(np.arange(len(self.runs), dtype=np.int64), counts))
+        per_batch = dict(zip(BATCH_COLUMNS, zip(*self.runs), strict=True))
+        self.runs = []
+        header_starts = self.header_starts.take()
+        self.header_starts.put_i32(0)
+        header = RECORDS.field("headers").type.value_type
+        items = pa.StructArray.from_arrays(
+            [
+                self.header_keys.take(header.field("key").type, self.headers),
+                self.header_values.take(header.field("value").type, self.headers),
+            ],
+            fields=list(header),
+        )
+        arrays = []
+        for f in RECORDS:
+            name = f.name
+            if name == "offset":
+                arrays.append(self.offsets.take(f.type, n))
+            elif name == "timestamp":
+                arrays.append(self.timestamps.take(f.type, n))
+            elif name == "sequence":
+                arrays.append(self.sequences.take(f.type, n))
+            elif name == "key":
+                arrays.append(self.keys.take(f.type, n))
+            elif name == "value":
+                arrays.append(self.values.take(f.type, n))
+            elif name == "headers":
+                arrays.append(
+                    pa.Array.from_buffers(f.type, n, [None, header_starts], children=[items])
+                )
+            else:
+                arrays.append(column(list(per_batch[name]), f.type).take(which))
+        self.rows = 0
+        self.headers = 0
+        return pa.RecordBatch.from_arrays(arrays, schema=RECORDS)
+
+
+cdef inline bint _ascii(const unsigned char *p, int64_t n) noexcept nogil:
+    cdef int64_t i
+    for i in range(n):
+        if p[i] & 0x80:
+            return False
+    return True
+
+
+def _base(where):
+    """The columns a rows-path row starts from, for a record set at `where`."""
+    return dict(zip(EXCHANGE_COLUMNS + ("frame", "direction", "topic", "partition"), where))
