@@ -90,7 +90,8 @@ class Dissector:
         """The counters of the dissection so far: packets, cut_packets (TCP segments whose
         payload the snap length cut), connections (that carried payload, ended or open),
         kafka_connections, open_connections, the ROW_SUMS (bytes_seen, bytes_missing,
-        bytes_skipped, gaps, and the EVASIONS a receiver would have decided otherwise) and
+        bytes_skipped, bytes_abandoned, gaps, and the EVASIONS a receiver would have decided
+        otherwise) and
         midstream (connections whose client side was not found from the SYN) over ended and
         open connections, tls (TLS status -> connections that opened TLS), evicted
         (connections ended to stay within Options.max_connections, the longest idle first),
@@ -116,6 +117,7 @@ class Dissector:
             out["bytes_seen"] += sum(conn.bytes_seen)
             out["bytes_missing"] += sum(conn.bytes_gap)
             out["bytes_skipped"] += sum(f.bytes_skipped for f in conv.framers)
+            out["bytes_abandoned"] += sum(conv.abandoned)
             out["gaps"] += sum(conv.gaps)
             for key in EVASIONS:
                 out[key] += sum(getattr(conn, key))
@@ -254,7 +256,7 @@ class Dissector:
 # Running sums of Dissector.stats, kept as connections end: accounting-row columns, and more.
 # EVASIONS: what a receiving TCP stack would have decided otherwise (summary.evasion_notes).
 EVASIONS = ("bytes_conflicting", "rsts_ignored", "syns_ignored")
-ROW_SUMS = ("bytes_seen", "bytes_missing", "bytes_skipped", "gaps", *EVASIONS)
+ROW_SUMS = ("bytes_seen", "bytes_missing", "bytes_skipped", "bytes_abandoned", "gaps", *EVASIONS)
 ENDED_SUMS = ("connections", "kafka_connections", "midstream", *ROW_SUMS)
 
 

@@ -367,6 +367,68 @@ def cut_start(packets, n, keep_handshake=False) -> Damaged:
     return _remove("cut_start", packets, gone)
 
 
+def reset_after(packets, number, sender) -> Damaged:
+    """The connection of packet `number` reset by `sender` ("ip:port") right after that
+    packet: a RST (its sequence number the next byte `sender` would send, acknowledging what
+    it has) goes in after it, and the connection's later packets go. The RST is made from
+    `sender`'s last packet of the connection before it (its addresses), checksums unchanged."""
+    conns = _connections(packets)
+    conn = next(c for c in conns if number - 1 in c)
+    last = max(i for i in conn if i < number and tcp(packets[i]).src == sender)
+    t = tcp(packets[last])
+    seq = (t.seq + t.length) & 0xFFFFFFFF
+    ack = t.ack
+    for i in conn:
+        p = tcp(packets[i])
+        if i < number and p.dst == sender and p.length:
+            ack = (p.seq + p.length) & 0xFFFFFFFF
+    p = packets[last]
+    head = bytearray(p.data[: t.offset])
+    tcp_at = _tcp_start(head)
+    struct.pack_into(">II", head, tcp_at + 4, seq, ack)
+    head[tcp_at + 13] = RST | ACK
+    _set_ip_length(head, tcp_at, len(head))
+    at = packets[number - 1]
+    rst = Packet(at.sec, at.frac, bytes(head), len(head))
+    gone = {i for i in conn if i >= number}
+    kept = [i for i in range(len(packets)) if i not in gone or i == number - 1]
+    out = []
+    origin = []
+    for i in kept:
+        out.append(packets[i])
+        origin.append(i + 1)
+        if i == number - 1:
+            out.append(rst)
+            origin.append(number)  # the RST stands in the numbering of the packet before it
+    lost = {i + 1: 0 for i in gone if i != number - 1 and tcp(packets[i]).length > 0}
+    return Damaged("reset", out, origin, lost)
+
+
+def _tcp_start(head):
+    """Where the TCP header starts in an Ethernet packet's bytes (IPv4 or IPv6)."""
+    pos = 12
+    etype = struct.unpack_from(">H", head, pos)[0]
+    while etype in (0x8100, 0x88A8):
+        pos += 4
+        etype = struct.unpack_from(">H", head, pos)[0]
+    pos += 2
+    return pos + (head[pos] & 0x0F) * 4 if etype == 0x0800 else pos + 40
+
+
+def _set_ip_length(head, tcp_at, end):
+    """The IP length field of a packet whose bytes now end at `end` (no payload)."""
+    pos = 12
+    etype = struct.unpack_from(">H", head, pos)[0]
+    while etype in (0x8100, 0x88A8):
+        pos += 4
+        etype = struct.unpack_from(">H", head, pos)[0]
+    pos += 2
+    if etype == 0x0800:
+        struct.pack_into(">H", head, pos + 2, end - pos)
+    else:
+        struct.pack_into(">H", head, pos + 4, end - pos - 40)
+
+
 # -- what the damage touched --------------------------------------------------------------------
 
 
@@ -500,15 +562,35 @@ def header_size(key, request: bool) -> int:
 
 def completion(layout: Layout, damaged: Damaged, frame: KafkaFrame, first=None) -> int | None:
     """Original number of the packet that completes the frame in the damaged copy: the one
-    whose first copy comes last among those carrying the stream's bytes up to the frame's end."""
+    whose first copy comes last among those carrying the stream's bytes up to the frame's end;
+    for a frame whose last bytes were in packets removed, the first packet kept after them
+    (where the sequence numbers show the hole)."""
     first = damaged.first_copies() if first is None else first
     latest = None
-    for a, _, number in layout.pieces[(frame.conn, frame.to_broker)]:
+    pieces = layout.pieces[(frame.conn, frame.to_broker)]
+    for i, (a, b, number) in enumerate(pieces):
         if a >= frame.end:
             break
         if number in first and (latest is None or first[number] > first[latest]):
             latest = number
+        if b >= frame.end and damaged.kept.get(number) == 0:  # the frame ends in a hole
+            return next((n for _, _, n in pieces[i + 1 :] if damaged.kept.get(n) != 0), None)
     return latest
+
+
+def bounded(layout: Layout, damaged: Damaged, frame: KafkaFrame) -> bool:
+    """Whether every hole in the frame has a known size: bytes past a snap length always do;
+    packets removed do when a later packet of the frame's direction was kept."""
+    pieces = layout.pieces[(frame.conn, frame.to_broker)]
+    last = None  # index of the last packet of the frame that lost bytes
+    for i, (a, b, number) in enumerate(pieces):
+        if a >= frame.end:
+            break
+        if b > frame.start and number in damaged.kept:
+            last = i
+    if last is None or damaged.kept[pieces[last][2]] > 0:
+        return True
+    return any(damaged.kept.get(n) != 0 for _, _, n in pieces[last + 1 :])
 
 
 # -- exchanges ----------------------------------------------------------------------------------
@@ -606,10 +688,13 @@ def expectations(xs: list[Exchange], layout: Layout, damaged: Damaged) -> list[E
             if f is not None:
                 # A frame the snap length cut is still found, at the packet carrying its end,
                 # when its header was captured: the frame's bounds are known.
+                # So is one with a hole where packets were removed, when the header was
+                # captured and a later packet of its direction bounds the hole.
                 found = not lost or (
-                    damaged.kind == "snap"
+                    damaged.kind in ("snap", "drop")
                     and x.protocol != "0.7"
                     and captured_prefix(layout, damaged, f) >= 4 + header_size(x.key, k == 7)
+                    and bounded(layout, damaged, f)
                 )
                 key[k] = completion(layout, damaged, f, first) if found else LOST
         out.append(Expectation(x, touched, tuple(key), tuple(sides)))

@@ -25,6 +25,8 @@ def assert_adds_up(streams):
     parts = kafka.bytes_tls + kafka.bytes_framed + kafka.bytes_skipped
     assert (kafka.bytes_delivered == parts).all()
     assert (kafka.bytes_decoded >= 0).all()
+    # Abandoned bytes are skipped ones that a peer's end, not the capture, left unframed.
+    assert (kafka.bytes_abandoned <= kafka.bytes_skipped).all()
     assert (
         kafka.bytes_framed == kafka.bytes_decoded + kafka.bytes_malformed + kafka.bytes_unused
     ).all()
@@ -71,12 +73,13 @@ def test_gaps_garbage_and_truncation_are_accounted(tmp_path):
     resp = encode_response(18, 3, 1, {"ErrorCode": 0, "ApiKeys": []})
     c.request(req)
     c.response(resp)
-    # A request whose middle was not captured: skip 10 bytes of sequence space.
+    # A request whose header was not captured: skip 10 bytes of sequence space. Its size
+    # prefix keeps framing in step; the frame, with no header to show, is unused.
     second = frame_bytes(encode_request(3, 9, 2, "acct", {"Topics": None}))
     c.send("c", second[:6])
     c.seq["c"] += 10
     c.send("c", second[16:])
-    c.request(encode_request(18, 3, 3, "acct", {}))  # found again after the gap
+    c.request(encode_request(18, 3, 3, "acct", {}))  # in step after the hole
     c.response(encode_response(18, 3, 3, {"ErrorCode": 0, "ApiKeys": []}))
     c.send("b", frame_bytes(b"\x00\x00\x00\x03"))  # a response to no request: orphan
     c.send("c", frame_bytes(req)[:9])  # the capture ends inside a request
@@ -87,6 +90,9 @@ def test_gaps_garbage_and_truncation_are_accounted(tmp_path):
     assert_adds_up(streams)
     request = streams[streams.direction == "request"].iloc[0]
     assert request.bytes_missing == 10 and request.gaps == 1
-    assert request.bytes_skipped == len(second) - 10 + 9  # the cut request and the cut end
+    # what followed the hole in the cut request, and the cut end
+    assert request.bytes_skipped == len(second) - 16 + 9
+    assert request.bytes_unused == 6  # the size prefix and 2 bytes of the header
+    assert request.bytes_abandoned == 0  # the capture ended, not the broker
     pairs = build_table(exchanges, "pairs")
     assert list(pairs.status) == ["ok", "ok", "orphan_response"]

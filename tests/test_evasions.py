@@ -23,6 +23,7 @@ COUNTERS = (
     "bytes_missing",
     "bytes_framed",
     "bytes_skipped",
+    "bytes_abandoned",
     "bytes_decoded",
     "bytes_malformed",
     "bytes_unused",

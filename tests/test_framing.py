@@ -6,7 +6,7 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dissector.framing import Frame, Framer, Skipped
+from dissector.framing import CutFrame, Frame, Framer, Skipped
 
 MAGIC = b"KF"
 
@@ -50,15 +50,20 @@ def run(framer, pieces, first_frame=1):
 
 
 def check_accounting(framer, items, fed):
-    framed = sum(4 + len(x.data) for x in items if isinstance(x, Frame))
+    framed = sum(4 + len(x.data) for x in items if isinstance(x, (Frame, CutFrame)))
     skipped = sum(x.size for x in items if isinstance(x, Skipped))
     assert framed + skipped == fed
     assert framer.bytes_framed == framed
     assert framer.bytes_skipped == skipped
-    assert framer.frames == sum(isinstance(x, Frame) for x in items)
-    # Reported pieces tile the stream in order (gap bytes aside).
+    assert framer.frames == sum(isinstance(x, (Frame, CutFrame)) for x in items)
+    # Reported pieces tile the stream in order (gap bytes aside); a CutFrame comes out at its
+    # end, after the skipped bytes of its hole.
     pos = 0
     for x in items:
+        if isinstance(x, CutFrame):
+            assert x.offset >= pos - 4 - x.size
+            pos = max(pos, x.offset + 4 + x.size)
+            continue
         size = 4 + len(x.data) if isinstance(x, Frame) else x.size
         assert x.offset >= pos
         pos = x.offset + size
@@ -149,16 +154,38 @@ def test_gap_mid_frame_with_known_size_stays_in_step():
     a, b, c = body(100, 1), body(100, 2), body(40, 3)
     data = fr(a) + fr(b) + fr(c)
     f = Framer()
-    # Bytes 130..160 (inside frame b, which spans 104..208) never arrive.
+    # Bytes 130..160 (inside frame b, which spans 104..208) never arrive: b keeps its place,
+    # its body up to the hole, the rest of it skipped.
     items = run(f, [data[:130], 30, data[160:]])
     assert items == [
         Frame(a, 0, 1, 10, 1, 10),
-        Skipped(104, 26, "gap", 1, 10),
-        Skipped(160, 48, "gap", 3, 30),
+        Skipped(160, 48, "hole", 3, 30),
+        CutFrame(b[:22], 104, 1, 10, 3, 30, 100, 30),
         Frame(c, 208, 3, 30, 3, 30),
     ]
     check_accounting(f, items, len(data) - 30)
     assert f.bytes_missing == 30
+
+
+def test_several_holes_in_a_frame():
+    a, b = body(300, 1), body(40, 2)
+    data = fr(a) + fr(b)
+    f = Framer()
+    items = run(f, [data[:50], 20, data[70:100], 10, data[110:200], data[200:]])
+    assert items == [
+        Skipped(70, 30, "hole", 3, 30),
+        Skipped(110, 194, "hole", 5, 50),
+        CutFrame(a[:46], 0, 1, 10, 6, 60, 300, 30),
+        Frame(b, 304, 6, 60, 6, 60),
+    ]
+    check_accounting(f, items, len(data) - 30)
+
+
+def test_a_snap_length_cut_is_no_loss():
+    a = body(100, 1)
+    f = Framer()
+    items = f.feed(fr(a)[:30], 1, 10) + f.gap(74, 1, 10, cut=True) + f.finish()
+    assert items == [CutFrame(a[:26], 0, 1, 10, 1, 10, 100, 0)]
 
 
 def test_gap_of_unknown_size_resyncs():
@@ -179,11 +206,16 @@ def test_gap_beyond_the_frame_resyncs():
     a, b, c = body(100, 1), body(100, 2), body(40, 3)
     data = fr(a) + fr(b) + fr(c) + fr(c)
     f = Framer(is_frame_start=starts_with_magic)
-    # The hole swallows the end of b and the start of the first c.
+    # The hole swallows the end of b and the start of the first c: b keeps its place, the
+    # frame after the hole is found again.
     items = run(f, [data[:150], 70, data[220:]])
-    frames = [x for x in items if isinstance(x, Frame)]
-    assert frames == [Frame(a, 0, 1, 10, 1, 10), Frame(c, 252, 3, 30, 3, 30)]
-    assert [x.reason for x in items if isinstance(x, Skipped)] == ["gap", "resync"]
+    frames = [x for x in items if isinstance(x, (Frame, CutFrame))]
+    assert frames == [
+        Frame(a, 0, 1, 10, 1, 10),
+        CutFrame(b[:42], 104, 1, 10, 2, 20, 100, 58),
+        Frame(c, 252, 3, 30, 3, 30),
+    ]
+    assert [x.reason for x in items if isinstance(x, Skipped)] == ["resync"]
     check_accounting(f, items, len(data) - 70)
 
 

@@ -305,6 +305,7 @@ ROW = {
     "bytes_tls": 0,
     "bytes_framed": 6,
     "bytes_skipped": 1,
+    "bytes_abandoned": 1,
     "bytes_malformed": 2,
     "bytes_unused": 1,
     "bytes_missing": 3,
@@ -320,6 +321,7 @@ ROW = {
         {"bytes_seen": 11},  # a byte seen that went nowhere
         {"bytes_conflicting": 3},  # more conflicting bytes than duplicate ones
         {"bytes_skipped": 2},  # delivered != tls + framed + skipped
+        {"bytes_abandoned": 2},  # more abandoned bytes than skipped ones
         {"bytes_unused": 5},  # framed bytes decoded below zero
     ],
 )

@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import damage  # noqa: E402
 import tshark_oracle  # noqa: E402
+from samples import client_captures  # noqa: E402
 
 CAPTURES = ROOT / "captures"
 
@@ -37,11 +38,11 @@ def main(argv=None):
     unknown = [c for c in cases if c not in damage.CASES]
     if unknown:
         parser.error(f"unknown cases: {', '.join(unknown)}; known: {', '.join(damage.CASES)}")
-    samples = sorted(
+    samples = [
         p
-        for p in CAPTURES.glob("*.pcap")
+        for p in client_captures()  # not the findings-* scenarios: manifests of their own
         if p.with_suffix(".expected.json").exists() and not p.name.startswith("legacy-")
-    )
+    ]
     with tempfile.TemporaryDirectory() as work:
         table = damage.versus_tshark(samples, cases, Path(work))
     print(

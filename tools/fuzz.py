@@ -355,6 +355,8 @@ def check_row(row: dict) -> None:
         raise Finding(f"accounting: {where}: bytes_conflicting > bytes_duplicate: {row}")
     if row["kafka"]:
         _adds_up(row, where, "bytes_delivered", "bytes_tls", "bytes_framed", "bytes_skipped")
+        if row["bytes_abandoned"] > row["bytes_skipped"]:
+            raise Finding(f"accounting: {where}: bytes_abandoned > bytes_skipped: {row}")
         if row["bytes_malformed"] + row["bytes_unused"] > row["bytes_framed"]:
             raise Finding(f"accounting: {where}: bytes_decoded < 0: {row}")
 

@@ -11,6 +11,7 @@ cdef class Framer:
     cdef public object _koff, _kreason, _kts, _sbuf, _sfr
     cdef public object _soff, _sreason, _sscan, bytes_missing, bytes_skipped
     cdef public object is_frame_start, lookahead, max_frame, max_search, min_frame, refuses
+    cdef public object orphans, _orph, _pst
     # What every packet moves, as C integers: no Python integer made to count.
     cdef public int _mode
     cdef public long long _need, _off, _size, bytes_framed, frames

@@ -17,6 +17,10 @@ DEFAULT_MAX_FRAME = 256 << 20
 DEFAULT_MIN_FRAME = 4
 DEFAULT_MAX_SEARCH = 1 << 20  # skipped bytes reported at least this often while searching
 DEFAULT_LOOKAHEAD = 64  # body bytes a frame-start check gets to see, when the frame has them
+# Frames of a response side a search holds as possible orphans (responses to requests the
+# capture did not see), and the largest it holds.
+ORPHAN_CANDIDATES = 16
+MAX_ORPHAN = 64 << 20
 
 _i32 = struct.Struct(">i").unpack_from
 # A byte that is not zero: runs of zeros, which hold no size prefix of a frame large enough,
@@ -27,7 +31,7 @@ _NONZERO = re.compile(b"[^\\x00]")
 _SYNC = 0  # at a frame boundary, nothing held
 _HEAD = 1  # part of a size prefix held
 _BODY = 2  # size known, body incomplete
-_SKIP = 3  # in a frame a gap cut: its end is known, the rest of it is skipped
+_SKIP = 3  # in a frame with a hole: its end is known, the rest of it is skipped
 _SEARCH = 4  # lost: looking for a frame start
 _BLIND = 5  # lost, with no way to find a frame start: everything is skipped
 
@@ -42,9 +46,11 @@ class Frame(NamedTuple):
 
 
 class CutFrame(NamedTuple):
-    """A frame the snap length cut where its size prefix was captured: its start and end are
-    known, so framing stays in step; `data` is the body up to the first missing byte, `size`
-    the body's full length."""
+    """A frame with a hole of known size (bytes past a packet's snap length, or a segment the
+    capture lost between two it has) where its size prefix was captured: its start and end
+    are known, so framing stays in step; `data` is the body up to the first missing byte,
+    `size` the body's full length, `lost` how many of its bytes lost segments took (0: only
+    the snap length cut it)."""
 
     data: bytes
     offset: int
@@ -53,12 +59,15 @@ class CutFrame(NamedTuple):
     last_frame: int
     last_ts: int
     size: int
+    lost: int = 0
 
 
 class Skipped(NamedTuple):
     offset: int
     size: int
-    reason: str  # "gap", "truncated", "bad-size" (from an impossible size on), "resync"
+    # "gap" (a frame lost to a gap), "hole" (the rest of a CutFrame after its hole),
+    # "truncated", "bad-size" (from an impossible size on), "resync"
+    reason: str
     frame: int  # packet that carried the first of these bytes
     ts: int
 
@@ -113,6 +122,9 @@ class Framer:
         "_kframe",
         "_kts",
         "_cut",
+        "orphans",
+        "_orph",
+        "_pst",
     )
 
     def __init__(
@@ -124,6 +136,7 @@ class Framer:
         max_search=DEFAULT_MAX_SEARCH,
         lookahead=DEFAULT_LOOKAHEAD,
         min_frame=DEFAULT_MIN_FRAME,
+        orphans=None,
     ):
         self.max_frame = max(0, min(max_frame, 0x7FFFFFFF))
         self.min_frame = min_frame
@@ -155,7 +168,15 @@ class Framer:
         self._kreason = ""
         self._kframe = 0
         self._kts = 0
-        self._cut = None  # the CutFrame being skipped to its end: (data, offset, frame, ts, size)
+        # The CutFrame being skipped to its end: [data, offset, frame, ts, size, lost].
+        self._cut = None
+        # orphans() -> bool, if given, tells that this side carries responses: a search then
+        # also takes a frame that starts where a packet's bytes begin (or where such a frame
+        # ends) and ends exactly where a frame start the check confirms begins, directly or
+        # through a chain of such frames: a response whose request the capture did not see.
+        self.orphans = orphans
+        self._orph = []  # search: [start, end, head] of those frames, stream offsets
+        self._pst = []  # search: stream offsets where packets' bytes begin, not yet tried
         self._mode = _SYNC
         if not synced:
             self._lose("resync")
@@ -185,9 +206,13 @@ class Framer:
             detail = ((base + self._fstart) & mask, self._fframe, self._size, self._need)
         elif mode == _SKIP:
             cut = self._cut
-            detail = (self._need, None if cut is None else ((base + cut[1]) & mask, cut[2], cut[4]))
+            detail = (
+                self._need,
+                None if cut is None else ((base + cut[1]) & mask, cut[2], cut[4], cut[5]),
+            )
         elif mode >= _SEARCH:
-            detail = (self._sreason, (base + self._soff) & mask, len(self._sbuf))
+            orph = tuple(((base + s) & mask, e - s, (base + h) & mask) for s, e, h in self._orph)
+            detail = (self._sreason, (base + self._soff) & mask, len(self._sbuf), orph)
         else:
             detail = ()
         skipped = (self._kn, (base + self._koff) & mask, self._kreason) if self._kn else ()
@@ -234,8 +259,12 @@ class Framer:
         return out
 
     def gap(self, size, frame, ts, cut=False):
-        """size bytes (0: unknown) are missing before the next ones fed. cut: they are what a
-        packet had past its snap length; a frame they fall in is given out as a CutFrame."""
+        """size bytes (0: unknown) are missing before the next ones fed: what a packet had
+        past its snap length (cut), else a segment the capture lost, its size known from the
+        sequence numbers of the bytes on both sides. A frame whose size prefix was captured
+        keeps its place: it is given out as a CutFrame at its end (what was captured up to
+        the hole; the rest of it is skipped), and framing stays in step after it when the
+        gap ends inside it, or re-finds the next boundary when the gap runs past its end."""
         out = []
         if self._mode == _SEARCH:
             self._settle(out)
@@ -246,31 +275,21 @@ class Framer:
             self._partial("gap", out)
             self._lose("resync")
         elif mode == _BODY:
-            if 0 < size <= self._need:
-                # The gap ends inside this frame, whose end is known: still in step. What was
-                # captured of a frame cut by the snap length is a CutFrame, given out at its
-                # end; the rest of the frame is skipped.
-                if cut:
-                    data = b"".join(self._chunks)
-                    self._cut = (data, self._fstart, self._fframe, self._fts, self._size)
-                    self.frames += 1
-                    self.bytes_framed += 4 + len(data)
-                else:
-                    self._partial("gap", out)
-                self._need -= size
+            if size > 0:
+                data = b"".join(self._chunks)
+                self._cut = [data, self._fstart, self._fframe, self._fts, self._size, 0]
+                self.frames += 1
+                self.bytes_framed += 4 + len(data)
                 self._chunks = None
                 self._mode = _SKIP
-                if not self._need:
-                    self._end_cut(frame, ts, out)
+                self._hole(size, cut, frame, ts, out)
             else:
                 self._partial("gap", out)
                 self._lose("resync")
         elif mode == _SKIP:
             self._flush_skip(out)
-            if 0 < size <= self._need:
-                self._need -= size
-                if not self._need:
-                    self._end_cut(frame, ts, out)
+            if size > 0:
+                self._hole(size, cut, frame, ts, out)
             else:
                 self._end_cut(frame, ts, out)
                 self._lose("resync")
@@ -283,6 +302,17 @@ class Framer:
         self.bytes_missing += size
         return out
 
+    def _hole(self, size, cut, frame, ts, out):
+        """A gap of known size inside the frame being skipped to its end (a CutFrame)."""
+        inside = min(size, self._need)
+        if not cut:
+            self._cut[5] += inside
+        self._need -= inside
+        if not self._need:
+            self._end_cut(frame, ts, out)
+            if size > inside:  # the gap runs on past the frame's end
+                self._lose("resync")
+
     def finish(self):
         """End of stream: a partial frame is reported as truncated."""
         out = []
@@ -292,6 +322,9 @@ class Framer:
         if mode in (_HEAD, _BODY):
             self._partial("truncated", out)
         elif mode == _SKIP:
+            cut = self._cut
+            if cut is not None and cut[5]:  # the rest of a frame with a lost segment: lost too
+                cut[5] += self._need
             self._end_cut(self._kframe, self._kts, out)
         elif mode >= _SEARCH:
             self._reject_all(out)
@@ -319,7 +352,7 @@ class Framer:
                     pos = self._head(data, pos, base, frame, ts, out)
                 elif mode == _SKIP:
                     take = min(self._need, n - pos)
-                    self._skip(base + pos, take, "gap", frame, ts, out)
+                    self._skip(base + pos, take, "hole", frame, ts, out)
                     pos += take
                     self._need -= take
                     if not self._need:
@@ -445,10 +478,10 @@ class Framer:
         """The end of a cut frame: it goes out, after the skipped bytes of its hole."""
         self._flush_skip(out)
         if self._cut is not None:
-            data, offset, first_frame, first_ts, size = self._cut
+            data, offset, first_frame, first_ts, size, lost = self._cut
             if not frame:  # the stream ended inside its hole
                 frame, ts = first_frame, first_ts
-            out.append(CutFrame(data, offset, first_frame, first_ts, frame, ts, size))
+            out.append(CutFrame(data, offset, first_frame, first_ts, frame, ts, size, lost))
             self._cut = None
         self._mode = _SYNC
 
@@ -472,12 +505,16 @@ class Framer:
         self._sfr = []
         self._sscan = 1 if skip_first else 0
         self._chunks = None
+        self._orph = []
+        self._pst = []
 
     def _search(self, data, pos, base, frame, ts, out):
         """Add data[pos:] to the search buffer and look for a frame start in it."""
         if not self._sbuf:
             self._soff = base + pos
             self._sfr = []
+        if self.orphans is not None and len(self._pst) < ORPHAN_CANDIDATES:
+            self._pst.append(base + pos)
         self._sfr.append((len(self._sbuf), frame, ts))
         self._sbuf += memoryview(data)[pos:] if pos else data
         return self._scan(out, False)
@@ -499,6 +536,11 @@ class Framer:
         refused = self.refuses is not None and self.refuses()
         search = self._cand.search
         found = False
+        soff = self._soff
+        orph = self._orph
+        orphans = self.orphans is not None and bool(orph or self._pst) and self.orphans()
+        if not orphans:
+            self._pst = []
         while p < end:
             m = search(sbuf, p)
             if m is None:
@@ -524,15 +566,31 @@ class Framer:
             if not refused and check(sbuf, q + 4, size, self._ts_at(q)):
                 p = q
                 found = True
+                if orphans:  # the end of a chain of frames held: they are frames too
+                    head = self._orphan_head(soff + q)
+                    if head is not None:
+                        p = head - soff
                 break
+            if orphans:
+                self._orphan(sbuf, q, size)
             p = q + 1
-        if p:
-            self._reject(p, out)
+        if orphans and not found:
+            # Frames held whose end the scan passed without a confirmed start there: none.
+            until = soff + (end if final else p)
+            self._orph = orph = [c for c in orph if c[1] >= until]
+            self._pst = [s for s in self._pst if s >= until]
+        held = p
+        if orph and not found:  # their bytes, from the head of each chain, are kept
+            held = min(p, min(c[2] for c in orph) - soff)
+        if held:
+            self._reject(held, out)
         if not found:
-            self._sscan = 0
+            self._sscan = p - held
             if self._kn >= self.max_search:
                 self._flush_skip(out)
             return []
+        self._orph = []
+        self._pst = []
         self._flush_skip(out)
         pieces = []
         fr = self._sfr
@@ -546,6 +604,34 @@ class Framer:
         self._sscan = 0
         self._mode = _SYNC
         return pieces
+
+    def _orphan(self, sbuf, q, size):
+        """Hold the frame at sbuf[q] as a possible orphan, if it starts where a packet's bytes
+        begin or where one held ends, carries a correlation id, and is not too large."""
+        qo = self._soff + q
+        pst = self._pst
+        while pst and pst[0] < qo:
+            del pst[0]
+        orph = self._orph
+        link = None
+        for c in orph:
+            if c[1] == qo:
+                link = c
+            elif c[0] == qo:
+                return  # held already (the scan stopped here for more bytes before)
+        if link is None and not (pst and pst[0] == qo):
+            return
+        if size < 4 or size > MAX_ORPHAN or q + 8 > len(sbuf) or _i32(sbuf, q + 4)[0] < 0:
+            return
+        if len(orph) < ORPHAN_CANDIDATES:
+            orph.append([qo, qo + 4 + size, qo if link is None else link[2]])
+
+    def _orphan_head(self, start):
+        """Where the chain of frames held that ends at `start` begins, or None."""
+        for _, e, head in self._orph:
+            if e == start:
+                return head
+        return None
 
     def _ts_at(self, q):
         """Capture time of the packet that brought byte q of the search buffer."""
@@ -584,6 +670,8 @@ class Framer:
             self._reject(len(self._sbuf), out)
         self._sfr = []
         self._sscan = 0
+        self._orph = []
+        self._pst = []
 
     # -- skipped bytes ---------------------------------------------------------------------
 

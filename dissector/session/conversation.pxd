@@ -9,7 +9,7 @@ from dissector.tcp.connection cimport Connection
 cdef class Conversation:
     cdef public Connection conn
     cdef public tuple framers
-    cdef public object directory, forced, gaps, held, options, records
+    cdef public object abandoned, directory, forced, gaps, held, options, records
     cdef public object session, sniffed, unused, tls, opened
 
     @cython.locals(framer=Framer)

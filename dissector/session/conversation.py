@@ -5,12 +5,12 @@ whether the connection speaks Kafka at all and which generation (0.7 or 0.8+), a
 each frame to the session of that generation.
 """
 
-from ..framing.framer import CutFrame, Frame, Framer
+from ..framing.framer import CutFrame, Frame, Framer, Skipped
 from ..protocol import legacy
 from ..protocol.primitives import i32
 from ..tls import TlsConnection, opens_tls
 from .legacy import LegacySession
-from .modern import ModernSession, decodes_fully
+from .modern import ModernSession, decodes_fully, header_captured
 from .plausible import plausible_request
 from .rows import endpoint, side_name
 
@@ -37,6 +37,9 @@ class Conversation:
         # was unknown and then found not to be requests, or responses before any request.
         self.unused = [0, 0]
         self.gaps = [0, 0]
+        # Bytes per side of a frame left unfinished when the other side ended the connection
+        # (its RST or FIN): data a peer abandoned, not capture loss (a part of bytes_skipped).
+        self.abandoned = [0, 0]
         self.tls = None  # a TlsConnection, once the client's first bytes open TLS
         self.opened = conn.how != "syn"  # whether the client's first bytes were examined
         # Without the SYN the capture may start mid-frame: search for a frame start first.
@@ -48,6 +51,7 @@ class Conversation:
                 refuses=self._refuses(side),
                 synced=synced,
                 lookahead=HEADER_LOOKAHEAD,
+                orphans=self._responds(side),
             )
             for side in (0, 1)
         )
@@ -114,8 +118,14 @@ class Conversation:
     def end(self):
         """The connection is over: flush partial frames; requests still waiting are unanswered."""
         out = []
+        conn = self.conn
         for side in (0, 1):
-            out += self._framed(side, self.framers[side].finish())
+            items = self.framers[side].finish()
+            if conn.end_reason in ("fin", "rst") and conn.ended_by == 1 - side:
+                self.abandoned[side] += sum(
+                    x.size for x in items if x.__class__ is Skipped and x.reason == "truncated"
+                )
+            out += self._framed(side, items)
         for side in (0, 1):  # never decided which side is the client: not Kafka to us
             self.unused[side] += sum(len(f.data) + 4 for f in self.held[side])
         self.held = ([], [])
@@ -158,6 +168,25 @@ class Conversation:
             return False
 
         return check
+
+    def _responds(self, side):
+        """Whether a side carries responses with correlation ids (the broker's, or the likely
+        one while the client side is unknown; not raw SASL tokens, nor 0.7): its search may
+        find responses to requests not captured."""
+
+        def responds():
+            session = self.session
+            if session is not None and (
+                not isinstance(session, ModernSession) or session.raw_sasl or session.raw_pending
+            ):
+                return False
+            client = self.conn.client_side
+            if client is None:
+                likely = self._likely_client()
+                return likely is not None and side != likely
+            return side != client
+
+        return responds
 
     def _refuses(self, side):
         """Whether the check of _frame_start(side) refuses every candidate for now: the side
@@ -214,6 +243,14 @@ class Conversation:
             self.unused[side] += len(frame.data) + 4
             if self.session is not None and side != client:
                 return self.session.response_lost()
+            return []
+        if (
+            frame.__class__ is CutFrame
+            and not (self.session.raw_sasl or self.session.raw_pending)  # tokens: no header
+            and not header_captured(frame.data, side == client)
+        ):
+            # A hole took its header: it keeps its place, but says nothing to pair or show.
+            self.unused[side] += len(frame.data) + 4
             return []
         if client is None:
             return self._undecided(side, frame)
@@ -353,6 +390,7 @@ class Conversation:
                     "bytes_tls": 0 if tls is None else tls.bytes_tls(side),
                     "bytes_framed": framer.bytes_framed,
                     "bytes_skipped": framer.bytes_skipped,
+                    "bytes_abandoned": self.abandoned[side],
                     "bytes_malformed": bad.bytes[which] if bad else 0,
                     "bytes_unused": self.unused[side],
                     "frames": framer.frames,

@@ -53,6 +53,26 @@ EAGER = (
 )
 
 
+def header_captured(data, request):
+    """Whether the body of a CutFrame holds its header: a request's, or a response's
+    correlation id."""
+    if not request:
+        return len(data) >= 4
+    try:
+        decode_request_header(data)
+    except DecodeError:
+        return False
+    return True
+
+
+def cut_reason(kind, frame):
+    """What the capture took of a CutFrame: lost segments, else the snap length's cut."""
+    size = frame.size + 4
+    if frame.lost:
+        return f"{kind} lost {frame.lost} of {size} bytes in a capture gap"
+    return f"{kind} cut by the capture: {len(frame.data) + 4} of {size} bytes captured"
+
+
 def decode_later(key, kind, version, data, pos, records):
     """The full body behind a LazyBody (its scan succeeded, so this does too)."""
     try:
@@ -301,8 +321,7 @@ class ModernSession:
         except DecodeError as e:
             partial = dict(e.partial, _stopped_at=e.offset) if e.partial else None
             if frame.__class__ is CutFrame:  # no fault of the frame's
-                have, size = len(data) + 4, frame.size + 4
-                return partial, ctx, f"{kind} cut by the capture: {have} of {size} bytes captured"
+                return partial, ctx, cut_reason(kind, frame)
             self.bad.count(REQUEST if kind == "request" else RESPONSE, data)
             return partial, ctx, f"{kind} body: {e}"
 

@@ -124,6 +124,7 @@ STREAM_COUNTERS = (
     "bytes_tls",  # TLS: record headers, handshake, tags and records not decrypted
     "bytes_framed",
     "bytes_skipped",
+    "bytes_abandoned",  # of bytes_skipped: a frame left unfinished when the peer ended it
     "bytes_decoded",
     "bytes_malformed",
     "bytes_unused",

@@ -283,7 +283,8 @@ class Summary:
 
 def capture_notes(stats, ports=()):
     """Lines on what the capture held besides exchanges: connections not taken as Kafka, by
-    port, and what it lost (gaps, packets cut by the snap length, bytes skipped). `stats`:
+    port, what it lost (gaps, packets cut by the snap length, bytes skipped) and what a peer
+    abandoned (frames unfinished when the other side reset or closed the connection). `stats`:
     the core's counters (Dissector.stats); `ports`: the broker ports given (--port), after
     which the hint to give them has nothing to say."""
     other = Counter(stats["not_kafka_ports"])
@@ -296,7 +297,9 @@ def capture_notes(stats, ports=()):
                 "hint: no connection was taken as Kafka; name the broker ports with --port "
                 "to dissect connections whose traffic does not show it"
             )
-    gaps, cut, skipped = stats["gaps"], stats["cut_packets"], stats["bytes_skipped"]
+    abandoned = stats.get("bytes_abandoned", 0)
+    gaps, cut = stats["gaps"], stats["cut_packets"]
+    skipped = stats["bytes_skipped"] - abandoned
     lost = []
     if gaps:
         lost.append(f"{stats['bytes_missing']} bytes missing in {gaps} gaps")
@@ -306,6 +309,12 @@ def capture_notes(stats, ports=()):
         lost.append(f"{skipped} bytes skipped re-finding frame boundaries")
     if lost:
         lines.append("warning: the capture lost data: " + ", ".join(lost))
+    if abandoned:
+        # Not the capture's doing: a peer reset or closed the connection mid-frame.
+        lines.append(
+            f"note: {abandoned} bytes of frames left unfinished when the other side ended the "
+            "connection (RST or FIN): abandoned by a peer, not lost by the capture"
+        )
     if stats["evicted"]:
         lines.append(
             f"warning: {stats['evicted']} connections evicted, the longest idle, to bound the "
