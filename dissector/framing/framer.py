@@ -55,6 +55,21 @@ class CutFrame(NamedTuple):
     size: int
 
 
+class ShortFrame(NamedTuple):
+    """A frame its sender cut short: the stream ended (the sender's FIN) inside it with no
+    byte missing. `data` is the body sent, `size` the body's length its size prefix gave,
+    `end` what ended the stream ("FIN")."""
+
+    data: bytes
+    offset: int
+    first_frame: int
+    first_ts: int
+    last_frame: int
+    last_ts: int
+    size: int
+    end: str
+
+
 class Skipped(NamedTuple):
     offset: int
     size: int
@@ -113,6 +128,8 @@ class Framer:
         "_kframe",
         "_kts",
         "_cut",
+        "_lframe",
+        "_lts",
     )
 
     def __init__(
@@ -156,6 +173,8 @@ class Framer:
         self._kframe = 0
         self._kts = 0
         self._cut = None  # the CutFrame being skipped to its end: (data, offset, frame, ts, size)
+        self._lframe = 0  # the packet fed last, and its time
+        self._lts = 0
         self._mode = _SYNC
         if not synced:
             self._lose("resync")
@@ -199,6 +218,8 @@ class Framer:
         n = len(data)
         base = self._off - start  # the stream offset of data[0]
         self._off = base + n
+        self._lframe = frame
+        self._lts = ts
         mode = self._mode
         if mode == _BODY:
             need = self._need
@@ -283,13 +304,21 @@ class Framer:
         self.bytes_missing += size
         return out
 
-    def finish(self):
-        """End of stream: a partial frame is reported as truncated."""
+    def finish(self, ended=None):
+        """End of stream: a partial frame is reported as truncated. ended: what ended the
+        stream when its sender did, with no byte missing ("FIN"): a frame whose size prefix
+        was sent is then given out as a ShortFrame, the sender's doing."""
         out = []
         if self._mode == _SEARCH:
             self._settle(out)
         mode = self._mode
-        if mode in (_HEAD, _BODY):
+        if mode == _BODY and ended:
+            data = b"".join(self._chunks)
+            short = (data, self._fstart, self._fframe, self._fts, self._lframe, self._lts)
+            out.append(ShortFrame(*short, self._size, ended))
+            self.frames += 1
+            self.bytes_framed += 4 + len(data)
+        elif mode in (_HEAD, _BODY):
             self._partial("truncated", out)
         elif mode == _SKIP:
             self._end_cut(self._kframe, self._kts, out)
