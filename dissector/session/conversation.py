@@ -130,7 +130,8 @@ class Conversation:
             if not shaped and not self._known_broker():
                 self._not_kafka()
                 return []
-        return out + self._framed(side, framer.feed(data, frame, ts, start), framer)
+        framed = self._framed(side, framer.feed(data, frame, ts, start), framer)
+        return out + framed if out else framed
 
     def gap(self, side, size, frame, ts, cut=False):
         self.gaps[side] += 1
