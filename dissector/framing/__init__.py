@@ -1,5 +1,21 @@
 """Stage 4: split each side's byte stream into size-prefixed Kafka frames."""
 
-from .framer import DEFAULT_MAX_FRAME, DEFAULT_MIN_FRAME, CutFrame, Frame, Framer, Skipped
+from .framer import (
+    DEFAULT_MAX_FRAME,
+    DEFAULT_MIN_FRAME,
+    CutFrame,
+    Frame,
+    Framer,
+    ShortFrame,
+    Skipped,
+)
 
-__all__ = ["DEFAULT_MAX_FRAME", "DEFAULT_MIN_FRAME", "CutFrame", "Frame", "Framer", "Skipped"]
+__all__ = [
+    "DEFAULT_MAX_FRAME",
+    "DEFAULT_MIN_FRAME",
+    "CutFrame",
+    "Frame",
+    "Framer",
+    "ShortFrame",
+    "Skipped",
+]

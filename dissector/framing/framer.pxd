@@ -8,7 +8,7 @@ cdef int _SYNC, _HEAD, _BODY, _SKIP, _SEARCH, _BLIND
 
 cdef class Framer:
     cdef public object _cand, _chunks, _cut, _fframe, _fstart, _fts, _hparts, _kframe, _kn
-    cdef public object _koff, _kreason, _kts, _sbuf, _sfr
+    cdef public object _koff, _kreason, _kts, _lframe, _lts, _sbuf, _sfr
     cdef public object _soff, _sreason, _sscan, bytes_missing, bytes_skipped
     cdef public object is_frame_start, lookahead, max_frame, max_search, min_frame, refuses
     cdef public object orphans, _orph, _pst

@@ -62,6 +62,21 @@ class CutFrame(NamedTuple):
     lost: int = 0
 
 
+class ShortFrame(NamedTuple):
+    """A frame its sender cut short: the stream ended (the sender's FIN) inside it with no
+    byte missing. `data` is the body sent, `size` the body's length its size prefix gave,
+    `end` what ended the stream ("FIN")."""
+
+    data: bytes
+    offset: int
+    first_frame: int
+    first_ts: int
+    last_frame: int
+    last_ts: int
+    size: int
+    end: str
+
+
 class Skipped(NamedTuple):
     offset: int
     size: int
@@ -125,6 +140,8 @@ class Framer:
         "orphans",
         "_orph",
         "_pst",
+        "_lframe",
+        "_lts",
     )
 
     def __init__(
@@ -177,6 +194,8 @@ class Framer:
         self.orphans = orphans
         self._orph = []  # search: [start, end, head] of those frames, stream offsets
         self._pst = []  # search: stream offsets where packets' bytes begin, not yet tried
+        self._lframe = 0  # the packet fed last, and its time
+        self._lts = 0
         self._mode = _SYNC
         if not synced:
             self._lose("resync")
@@ -224,6 +243,8 @@ class Framer:
         n = len(data)
         base = self._off - start  # the stream offset of data[0]
         self._off = base + n
+        self._lframe = frame
+        self._lts = ts
         mode = self._mode
         if mode == _BODY:
             need = self._need
@@ -313,13 +334,21 @@ class Framer:
             if size > inside:  # the gap runs on past the frame's end
                 self._lose("resync")
 
-    def finish(self):
-        """End of stream: a partial frame is reported as truncated."""
+    def finish(self, ended=None):
+        """End of stream: a partial frame is reported as truncated. ended: what ended the
+        stream when its sender did, with no byte missing ("FIN"): a frame whose size prefix
+        was sent is then given out as a ShortFrame, the sender's doing."""
         out = []
         if self._mode == _SEARCH:
             self._settle(out)
         mode = self._mode
-        if mode in (_HEAD, _BODY):
+        if mode == _BODY and ended:
+            data = b"".join(self._chunks)
+            short = (data, self._fstart, self._fframe, self._fts, self._lframe, self._lts)
+            out.append(ShortFrame(*short, self._size, ended))
+            self.frames += 1
+            self.bytes_framed += 4 + len(data)
+        elif mode in (_HEAD, _BODY):
             self._partial("truncated", out)
         elif mode == _SKIP:
             cut = self._cut

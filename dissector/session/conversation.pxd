@@ -11,10 +11,11 @@ cdef class Conversation:
     cdef public tuple framers
     cdef public object abandoned, directory, forced, gaps, held, options, records
     cdef public object session, sniffed, unused, tls, opened
+    cdef public object asked, first_asked, answering, replies
 
     @cython.locals(framer=Framer)
     cpdef list data(self, side, data, frame, ts, Py_ssize_t start=*)
     @cython.locals(framer=Framer)
     cpdef list _plain(self, side, data, frame, ts, Py_ssize_t start)
-    cpdef list _framed(self, side, items)
+    cpdef list _framed(self, side, items, source=*)
     cpdef list frame(self, side, frame)

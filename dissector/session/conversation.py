@@ -5,8 +5,10 @@ whether the connection speaks Kafka at all and which generation (0.7 or 0.8+), a
 each frame to the session of that generation.
 """
 
-from ..framing.framer import CutFrame, Frame, Framer, Skipped
-from ..protocol import legacy
+from ..framing.framer import CutFrame, Frame, Framer, ShortFrame, Skipped
+from ..protocol import legacy, messages
+from ..protocol.codegen import Context
+from ..protocol.messages import decode_request_header
 from ..protocol.primitives import i32
 from ..tls import TlsConnection, opens_tls
 from .legacy import LegacySession
@@ -33,6 +35,10 @@ class Conversation:
         self.session = None  # ModernSession or LegacySession once the first request is seen
         self.sniffed = self.forced  # whether the first bytes were checked for a request's shape
         self.held = ([], [])  # frames per side while the client side is unknown
+        # While it is unknown, per side: correlation id -> (api key, version, time) of the held
+        # frames that decode as requests, and the index in `held` of the first of them.
+        self.asked = ({}, {})
+        self.first_asked = [None, None]
         # Bytes per side in frames that were framed but not used: held while the client side
         # was unknown and then found not to be requests, or responses before any request.
         self.unused = [0, 0]
@@ -45,15 +51,35 @@ class Conversation:
         # Without the SYN the capture may start mid-frame: search for a frame start first.
         synced = conn.how == "syn"
         self.framers = tuple(
-            Framer(
-                max_frame=options.max_frame,
-                is_frame_start=self._frame_start(side),
-                refuses=self._refuses(side),
-                synced=synced,
-                lookahead=HEADER_LOOKAHEAD,
-                orphans=self._responds(side),
-            )
+            self._framer(self._frame_start(side), self._refuses(side), synced, self._responds(side))
             for side in (0, 1)
+        )
+        # Without the SYN (or --port) either side may be the client: each side is framed as a
+        # client's too (`framers`, frame starts shaped as requests) and as a broker's
+        # (`answering`, frame starts that answer a request the other side sent), until a
+        # request is answered. The broker side's `answering` framer then takes its place.
+        self.answering = None
+        self.replies = None  # per side, frames of its `answering` framer held meanwhile
+        if conn.client_side is None:
+            self.answering = tuple(
+                self._framer(
+                    self._answer_start(side),
+                    self._unasked(side),
+                    False,
+                    self._responds(side, answering=True),
+                )
+                for side in (0, 1)
+            )
+            self.replies = ([], [])
+
+    def _framer(self, check, refuses, synced, orphans):
+        return Framer(
+            max_frame=self.options.max_frame,
+            is_frame_start=check,
+            refuses=refuses,
+            synced=synced,
+            lookahead=HEADER_LOOKAHEAD,
+            orphans=orphans,
         )
 
     @property
@@ -85,6 +111,16 @@ class Conversation:
         return out
 
     def _plain(self, side, data, frame, ts, start):
+        out = []
+        if self.answering is not None:
+            if self.conn.client_side is None:
+                # First as the broker's: an answer decides, and its framer is then this side's.
+                answering = self.answering[side]
+                out = self._replies(side, answering, answering.feed(data, frame, ts, start))
+                if self.framers[side] is answering:
+                    return out
+            else:  # TCP told (a SYN after all)
+                self._drop_answering()
         framer = self.framers[side]
         # Only a stream seen from its SYN starts with a frame; later bytes may be mid-frame.
         if (
@@ -104,43 +140,83 @@ class Conversation:
             if not shaped and not self._known_broker():
                 self._not_kafka()
                 return []
-        return self._framed(side, framer.feed(data, frame, ts, start))
+        framed = self._framed(side, framer.feed(data, frame, ts, start), framer)
+        return out + framed if out else framed
 
     def gap(self, side, size, frame, ts, cut=False):
         self.gaps[side] += 1
         if self.session is not None and side != self.conn.client_side and not cut:
             self.session.lost = True  # a response may be in the missing bytes
-        if self.tls is not None:  # records lost: the side's plaintext ends here
-            self.tls.lose(side, frame)
-            return self._framed(side, self.framers[side].finish())
-        return self._framed(side, self.framers[side].gap(size, frame, ts, cut))
+        out = []
+        tls = self.tls
+        if self.answering is not None and self.conn.client_side is None:
+            answering = self.answering[side]
+            items = answering.finish() if tls else answering.gap(size, frame, ts, cut)
+            out = self._replies(side, answering, items)
+            if self.framers[side] is answering:
+                if tls is not None:
+                    tls.lose(side, frame)
+                return out
+        framer = self.framers[side]
+        if tls is not None:  # records lost: the side's plaintext ends here
+            tls.lose(side, frame)
+            return out + self._framed(side, framer.finish(), framer)
+        return out + self._framed(side, framer.gap(size, frame, ts, cut), framer)
 
     def end(self):
         """The connection is over: flush partial frames; requests still waiting are unanswered."""
         out = []
+        if self.answering is not None and self.conn.client_side is None:
+            for side in (0, 1):
+                answering = self.answering[side]
+                ended = self._ended(side, answering)
+                out += self._replies(side, answering, answering.finish(ended))
         conn = self.conn
         for side in (0, 1):
-            items = self.framers[side].finish()
+            framer = self.framers[side]
+            items = framer.finish(self._ended(side, framer))
             if conn.end_reason in ("fin", "rst") and conn.ended_by == 1 - side:
                 self.abandoned[side] += sum(
                     x.size for x in items if x.__class__ is Skipped and x.reason == "truncated"
                 )
-            out += self._framed(side, items)
+            out += self._framed(side, items, framer)
+        if conn.client_side is None and not conn.ignored:
+            out += self._settle()  # no request was seen answered: the first one decides
         for side in (0, 1):  # never decided which side is the client: not Kafka to us
             self.unused[side] += sum(len(f.data) + 4 for f in self.held[side])
         self.held = ([], [])
         if self.session is not None and not self.conn.ignored:
             out += self.session.end()
+        self._drop_answering()
         for framer in self.framers:  # their checks hold this object: no cycle left to collect
-            framer.is_frame_start = framer.refuses = None
+            framer.is_frame_start = framer.refuses = framer.orphans = None
         return out
 
-    def _framed(self, side, items):
+    def _drop_answering(self):
+        for framer in self.answering or ():
+            if framer not in self.framers:
+                framer.is_frame_start = framer.refuses = framer.orphans = None
+        self.answering = self.replies = None
+
+    def _ended(self, side, framer):
+        """What ended this side's stream when its sender did: "FIN" when its FIN was seen,
+        every byte before it delivered (missing ones became a gap first) and framed in step
+        from the first (nothing skipped: no frame boundary was guessed). A frame left open
+        then was cut short by its sender."""
+        halves = self.conn._halves
+        if not halves or halves[side].fin is None:
+            return None
+        return None if self.gaps[side] or framer.bytes_skipped else "FIN"
+
+    def _framed(self, side, items, source=None):
+        """Exchanges from the framer's items of one side; `source`, the framer they came from,
+        if it may lose its place while they are handled (the client side decided)."""
         out = []
         for item in items:
-            if self.conn.ignored:
+            if self.conn.ignored or (source is not None and self.framers[side] is not source):
                 break
-            if item.__class__ is Frame or item.__class__ is CutFrame:
+            cls = item.__class__
+            if cls is Frame or cls is CutFrame or cls is ShortFrame:
                 out += self.frame(side, item)
             elif (
                 item.reason == "gap" and self.session is not None and side != self.conn.client_side
@@ -155,12 +231,7 @@ class Conversation:
 
         def check(buf, pos, size, ts):
             client = self.conn.client_side
-            if client is None:
-                # Before the traffic tells, only the likely client's bytes may hold requests:
-                # a broker's response is full of request-shaped byte runs.
-                likely = self._likely_client()
-                return (likely is None or side == likely) and self._request_shaped(buf, pos, size)
-            if side == client:
+            if client is None or side == client:
                 return self._request_shaped(buf, pos, size)
             if isinstance(self.session, ModernSession) and size >= 4 and len(buf) - pos >= 4:
                 whole = bytes(buf[pos : pos + size]) if len(buf) - pos >= size else None
@@ -169,10 +240,11 @@ class Conversation:
 
         return check
 
-    def _responds(self, side):
-        """Whether a side carries responses with correlation ids (the broker's, or the likely
-        one while the client side is unknown; not raw SASL tokens, nor 0.7): its search may
-        find responses to requests not captured."""
+    def _responds(self, side, answering=False):
+        """Whether a side carries responses with correlation ids (the broker's, or, for its
+        `answering` framer, the side taken for the broker's while the client side is unknown;
+        not raw SASL tokens, nor 0.7): its search may find responses to requests not
+        captured."""
 
         def responds():
             session = self.session
@@ -182,23 +254,43 @@ class Conversation:
                 return False
             client = self.conn.client_side
             if client is None:
-                likely = self._likely_client()
-                return likely is not None and side != likely
+                return answering
             return side != client
 
         return responds
 
+    def _answer_start(self, side):
+        """The check of a side's `answering` framer: a frame that starts with the correlation
+        id of a request the other side sent before it, with a size believable for that API
+        and, when whole at hand, that decodes as its response."""
+
+        def check(buf, pos, size, ts):
+            if size < 4 or len(buf) - pos < 4:
+                return False
+            kind = self.asked[1 - side].get(i32(buf, pos)[0])
+            if kind is None or kind[2] > ts:
+                return False
+            if size > ModernSession.SMALL_RESPONSE and kind[0] not in ModernSession.LARGE_RESPONSES:
+                return False
+            return len(buf) - pos < size or _answers(kind, bytes(buf[pos : pos + size]))
+
+        return check
+
+    def _unasked(self, side):
+        """Whether the other side has sent no request yet: nothing this side could answer."""
+
+        def refuses():
+            return not self.asked[1 - side]
+
+        return refuses
+
     def _refuses(self, side):
-        """Whether the check of _frame_start(side) refuses every candidate for now: the side
-        not likely the client's while the client side is unknown, or the broker's while no
-        request waits for a response."""
+        """Whether the check of _frame_start(side) refuses every candidate for now: the
+        broker's while no request waits for a response."""
 
         def refuses():
             client = self.conn.client_side
-            if client is None:
-                likely = self._likely_client()
-                return likely is not None and side != likely
-            if side == client:
+            if client is None or side == client:
                 return False
             session = self.session
             return not (isinstance(session, ModernSession) and (session.pending or session.silent))
@@ -213,14 +305,6 @@ class Conversation:
         return self.conn.client_side is not None and (
             self._broker() in self.directory.kafka_endpoints
         )
-
-    def _likely_client(self):
-        """The side on the higher port: clients use ephemeral ports, brokers listen on low
-        ones. None when the ports do not tell."""
-        (_, p0), (_, p1) = self.conn.endpoints
-        if p0 == p1:
-            return None
-        return 0 if p0 > p1 else 1
 
     def _request_shaped(self, buf, pos, size):
         if self.options.protocol != "0.7" and plausible_request(buf, pos, size):
@@ -237,7 +321,20 @@ class Conversation:
     def frame(self, side, frame):
         """Handle one complete frame from a side; return the exchanges it completes."""
         client = self.conn.client_side
-        if frame.__class__ is CutFrame and not isinstance(self.session, ModernSession):
+        cls = frame.__class__
+        if (
+            cls is ShortFrame
+            and self.session is None
+            and side == client
+            and (self.forced or self._known_broker())
+        ):
+            # A request its client cut short, to a broker named or proved: a row, though
+            # what was sent cannot tell the generation.
+            self._open("0.7" if self.options.protocol == "0.7" else "0.8+")
+        if cls is not Frame and not isinstance(self.session, ModernSession):
+            if cls is ShortFrame and client is None and len(self.held[side]) < UNDECIDED_LIMIT:
+                self.held[side].append(frame)  # a request, if this side turns out the client
+                return []
             # What a frame cut short says is no proof of Kafka, and 0.7 frames are read whole:
             # for a session pairing by order, a cut response is a lost one.
             self.unused[side] += len(frame.data) + 4
@@ -286,38 +383,114 @@ class Conversation:
             else:
                 self._not_kafka()
                 return False
+        self._open(protocol)
+        return True
+
+    def _open(self, protocol):
         if self.conn.client_side is not None:
             self.directory.kafka_endpoints.add(self._broker())
         if protocol == "0.7":
             self.session = LegacySession(self.conn)
         else:
             self.session = ModernSession(self.conn, self.directory, self.options, self.records)
-        return True
 
     def _undecided(self, side, frame):
-        """Hold frames until one side sends a frame that decodes as a request."""
+        """Hold frames of both sides until one side's request is answered by the other's: a
+        frame that decodes as a request, then a frame of the other side that starts with its
+        correlation id and decodes as its response. The port numbers do not tell: brokers
+        listen on high ports too. A 0.7 request (no correlation id) decides at once."""
         data = frame.data
-        if decodes_fully(data) or (
-            self.options.protocol != "0.8+" and legacy.plausible_request(data)
-        ):
-            self.conn.client_side = side
-            self.conn.how = "traffic"
-            held, self.held = self.held, ([], [])
-            # Client frames held before the first request that decodes are not requests.
-            self.unused[side] += sum(len(f.data) + 4 for f in held[side])
-            if self.session is None and not self._start(data):
-                return []
-            # Broker frames held so far came before this request: they answer requests the
-            # capture did not see (orphans), never this one.
-            out = []
-            for f in held[1 - side]:
-                out += self.session.response(f)
-            return out + self.session.request(frame)
+        protocol = self.options.protocol
+        if protocol != "0.7" and decodes_fully(data):
+            key, version, corr = decode_request_header(data)[:3]
+            if corr not in self.asked[side]:
+                self.asked[side][corr] = (key, version, frame.last_ts)
+            if self.first_asked[side] is None:
+                self.first_asked[side] = len(self.held[side])
+        elif protocol != "0.8+" and legacy.plausible_request(data):
+            self.held[side].append(frame)
+            self.first_asked[side] = len(self.held[side]) - 1
+            return self._decide(side)
         if len(self.held[side]) < UNDECIDED_LIMIT:
             self.held[side].append(frame)
-        else:
-            self.unused[side] += len(frame.data) + 4
-        return []
+            return []
+        self.unused[side] += len(frame.data) + 4
+        # Many frames and no request answered: the first request decides (its answers may
+        # not come, as for acks=0 produce requests, or not decode).
+        return self._settle()
+
+    def _replies(self, side, answering, items):
+        """Frames of a side's `answering` framer: the first that answers a request of the
+        other side decides; until then they are held."""
+        out = []
+        for i, item in enumerate(items):
+            if self.conn.client_side is not None:  # decided: they are this side's frames now
+                if self.framers[side] is answering:
+                    out += self._framed(side, items[i:], answering)
+                break
+            if item.__class__ is Skipped:
+                continue
+            data = item.data
+            if item.__class__ is Frame and len(data) >= 4:
+                kind = self.asked[1 - side].get(i32(data, 0)[0])
+                if kind is not None and kind[2] <= item.first_ts and _answers(kind, data):
+                    out += self._decide(1 - side, item)
+                    continue
+            if len(self.replies[side]) < UNDECIDED_LIMIT:
+                self.replies[side].append(item)
+        return out
+
+    def _settle(self):
+        """Decide from the first frame held that decodes as a request, if any."""
+        first = [
+            (self.held[side][i].last_frame, side)
+            for side, i in enumerate(self.first_asked)
+            if i is not None
+        ]
+        if not first:
+            return []
+        return self._decide(min(first)[1])
+
+    def _decide(self, client, answer=None):
+        """`client` is the client side: its frames held from its first request on are its
+        requests; the other side's `answering` framer becomes its framer, and the frames it
+        gave (`answer` last, the one that answered a request) are responses, in capture
+        order with the requests. The other side's frames as a client's are dropped with
+        their framer, which the `answering` one counted the same bytes of."""
+        broker = 1 - client
+        self.conn.client_side = client
+        self.conn.how = "traffic"
+        held, self.held = self.held, ([], [])
+        replies = self.replies[broker] if self.replies is not None else []
+        if self.answering is not None:
+            promoted = self.answering[broker]
+            promoted.is_frame_start = self._frame_start(broker)
+            promoted.refuses = self._refuses(broker)
+            promoted.orphans = self._responds(broker)
+            dropped = self.framers[broker]
+            dropped.is_frame_start = dropped.refuses = dropped.orphans = None
+            self.framers = (
+                (promoted, self.framers[1]) if broker == 0 else (self.framers[0], promoted)
+            )
+            self._drop_answering()
+        first = self.first_asked[client]
+        self.asked = self.first_asked = None
+        requests = held[client][first:]
+        # Client frames held before the first request that decodes are not requests.
+        self.unused[client] += sum(len(f.data) + 4 for f in held[client][:first])
+        if self.session is None and not self._start(requests[0].data):
+            return []
+        order = sorted(
+            [(f.last_frame, client, f) for f in requests]
+            + [(f.last_frame, broker, f) for f in replies],
+            key=lambda x: (x[0], x[1] == broker),
+        )
+        if answer is not None:
+            order.append((answer.last_frame, broker, answer))
+        out = []
+        for _, side, f in order:
+            out += self.frame(side, f)
+        return out
 
     def state(self):
         """What decides how this connection goes on, as plain values two runs over the same
@@ -337,6 +510,10 @@ class Conversation:
             base = half.base
             framer = None if base is None else self.framers[side].state(base)
             held = tuple((f.first_frame, f.last_frame) for f in self.held[side])
+            if self.answering is not None:  # framed as a broker's too, while undecided
+                answering = None if base is None else self.answering[side].state(base)
+                replies = tuple((f.first_frame, f.last_frame) for f in self.replies[side])
+                framer, held = (framer, answering), (held, replies)
             plain.append((conn.endpoints[side], half.state(), framer, held))
             syns.append(half.syn_state())
         client = conn.client_side
@@ -406,3 +583,12 @@ class Conversation:
     def _not_kafka(self):
         self.conn.ignored = True
         self.session = None
+
+
+def _answers(kind, data):
+    """Whether a frame (after its correlation id matched) decodes as the response of a request
+    of kind (api key, version, time)."""
+    key, version = kind[:2]
+    if messages.body_decoder(key, "response", version) is None:
+        return True  # nothing to check it against
+    return messages.decodes_exactly(messages.decode_response, data, key, version, Context())

@@ -4,10 +4,11 @@ A response carries no API key or version, so it is decoded with those of its req
 """
 
 import heapq
+import struct
 from collections import deque
 
 from ..errors import DecodeError
-from ..framing import CutFrame
+from ..framing import CutFrame, ShortFrame
 from ..protocol import envelope, messages, sasl, schema
 from ..protocol.apikeys import (
     CREATE_TOPICS,
@@ -36,6 +37,7 @@ from .rows import REQUEST, RESPONSE, Malformed, Request, Side, build, ended
 from .timeouts import due, expired_rows
 
 PROTOCOL = "0.8+"
+_KEY_VERSION_ID = struct.Struct(">hhi").unpack_from  # a request header's first fields
 SILENT_WINDOW = 64  # acks=0 produce requests kept in case a broker answers them anyway
 # A response captured before its request is held this long (capture time) for the request
 # to come, and at most this many are held.
@@ -79,6 +81,14 @@ def decode_later(key, kind, version, data, pos, records):
         return messages.decode_body(key, kind, version, data, pos, Context(records))
     except DecodeError:  # pragma: no cover - the scan walked the same fields
         return None
+
+
+def short_reason(kind, frame):
+    """Why a frame its sender cut short is malformed ("request cut short by the client: 30 of
+    504 bytes, then FIN")."""
+    who = "client" if kind == "request" else "broker"
+    have, size = len(frame.data) + 4, frame.size + 4
+    return f"{kind} cut short by the {who}: {have} of {size} bytes, then {frame.end}"
 
 
 def decodes_fully(data):
@@ -237,16 +247,20 @@ class ModernSession:
             ]
             self.raw_pending = ()
             return early + self.request(frame)
+        # Cut short by the client: decoded as far as it goes, a row at once (no answer comes).
+        short = frame.__class__ is ShortFrame
         try:
             header = decode_request_header(data)
         except DecodeError as e:
             self.bad.count(REQUEST, frame.data)
+            if short:
+                return [build(self.conn, PROTOCOL, self._short_header(frame), status=ex.MALFORMED)]
             req = Request(frame, reason=f"request header: {e}")
             return [build(self.conn, PROTOCOL, req, status=ex.MALFORMED)]
         # Unpacked rather than read by name: once a request, names cost a look-up each.
         key, version, corr, client_id, _, end = header
         self.client_id = client_id
-        if key in EAGER:
+        if key in EAGER or short:
             body, ctx, reason = self._decode(key, "request", version, frame, end)
             if body is not None and reason is None:  # learn only from whole bodies
                 self.directory.learn(key, body, None)
@@ -279,6 +293,8 @@ class ModernSession:
             names,
             ctx.record_sets,
         )
+        if short:
+            return [build(self.conn, PROTOCOL, req, status=ex.MALFORMED)]
         if self.early:
             early = self._claim_early(req)
             out = self.expire_early(frame.last_ts)
@@ -287,6 +303,17 @@ class ModernSession:
             if out:
                 return out + self._queue(req, ctx, reason)
         return self._queue(req, ctx, reason)
+
+    def _short_header(self, frame):
+        """A request cut short inside its header: the API key, version and correlation id
+        when they were sent."""
+        why = short_reason("request", frame)
+        data = frame.data
+        if len(data) < 8:
+            return Request(frame, reason=why)
+        key, version, corr = _KEY_VERSION_ID(data, 0)
+        name = self.api_names.get(key) or f"Unknown({key})"
+        return Request(frame, key, name, version, corr, reason=why)
 
     def _queue(self, req, ctx, reason):
         """A request waits for its response (acks=0 produce requests, for none)."""
@@ -317,13 +344,19 @@ class ModernSession:
         data = frame.data
         ctx = Context(self.records)
         try:
-            return messages.decode_body(key, kind, version, data, pos, ctx), ctx, None
+            body = messages.decode_body(key, kind, version, data, pos, ctx)
         except DecodeError as e:
             partial = dict(e.partial, _stopped_at=e.offset) if e.partial else None
             if frame.__class__ is CutFrame:  # no fault of the frame's
                 return partial, ctx, cut_reason(kind, frame)
             self.bad.count(REQUEST if kind == "request" else RESPONSE, data)
+            if frame.__class__ is ShortFrame:
+                return partial, ctx, short_reason(kind, frame)
             return partial, ctx, f"{kind} body: {e}"
+        if frame.__class__ is ShortFrame:  # what was sent decodes, but is not all of it
+            self.bad.count(REQUEST if kind == "request" else RESPONSE, data)
+            return body, ctx, short_reason(kind, frame)
+        return body, ctx, None
 
     def _scan(self, key, kind, version, frame, pos):
         """(LazyBody, ctx, reason) of a body scanned for its notes, decoded when read; a body
@@ -358,7 +391,10 @@ class ModernSession:
             return [build(self.conn, PROTOCOL, req, self._raw_token(frame, from_client=False))]
         if len(data) < 4:
             self.bad.count(RESPONSE, frame.data)
-            resp = Side(frame, reason="response shorter than a header")
+            why = "response shorter than a header"
+            if frame.__class__ is ShortFrame:
+                why = short_reason("response", frame)
+            resp = Side(frame, reason=why)
             return [build(self.conn, PROTOCOL, None, resp, status=ex.MALFORMED)]
         corr = correlation_id(data)
         queue = self.pending.get(corr)
@@ -450,9 +486,12 @@ class ModernSession:
             _, pos = decode_response_header(data, key, version)
         except DecodeError as e:
             self.bad.count(RESPONSE, data)
-            resp = Side(frame, reason=f"response body: {e}")
+            why = f"response body: {e}"
+            if frame.__class__ is ShortFrame:
+                why = short_reason("response", frame)
+            resp = Side(frame, reason=why)
             return build(self.conn, PROTOCOL, req, resp, queue_ns=queued)
-        if key in EAGER:
+        if key in EAGER or frame.__class__ is ShortFrame:
             body, ctx, reason = self._decode(key, "response", version, frame, pos)
             if body is not None and reason is None:
                 self.directory.learn(key, req.body, body)

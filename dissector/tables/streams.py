@@ -9,14 +9,15 @@ The columns add up, by construction of independent counters:
 bytes_seen: payload captured; bytes_duplicate: retransmitted or overlapping copies;
 bytes_dropped: payload after a FIN or with a RST, or of a connection found not to be Kafka;
 bytes_missing: never captured (gaps); bytes_delivered: the in-order stream; bytes_framed: in
-Kafka frames; bytes_skipped: passed over while re-finding frame boundaries (after a gap or a
-mid-stream start), after a hole in a frame, or in a frame cut off at the end; bytes_abandoned:
-of bytes_skipped, those of a frame left unfinished when the other side ended the connection
-(its RST or FIN), which a peer abandoned and the capture did not lose; bytes_tls: of a TLS
-connection, the bytes that were not plaintext handed to framing (record headers and tags, the
-handshake, records that could not be decrypted); bytes_malformed: frames that did not decode;
-bytes_unused: frames that could not be used (not requests, or responses before any request,
-or frames a hole took the header of).
+Kafka frames (a frame its sender cut short with its FIN included); bytes_skipped: passed over
+while re-finding frame boundaries (after a gap or a mid-stream start), after a hole in a
+frame, or in a frame the capture cut off at the end; bytes_abandoned: of bytes_skipped, those
+of a frame left unfinished when the other side ended the connection (its RST or FIN), which a
+peer abandoned and the capture did not lose; bytes_tls: of a TLS connection, the bytes that
+were not plaintext handed to framing (record headers and tags, the handshake, records that
+could not be decrypted); bytes_malformed: frames that did not decode or that their sender cut
+short; bytes_unused: frames that could not be used (not requests, responses before any
+request, frames a hole took the header of, a request cut short on a connection not Kafka).
 """
 
 

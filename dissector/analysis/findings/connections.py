@@ -318,16 +318,33 @@ def _kafka_brokers(streams):
     return set(zip(*(kafka[c] for c in (*scope(streams), "broker")), strict=True))
 
 
-def _unfinished(row, brokers, scoped):
+_CUT_SHORT = r"^request cut short by the client: (\d+) of"
+
+
+def _cut_short(pairs):
+    """Connection key -> bytes of the requests its client cut short (rows that say so)."""
+    if not has(pairs, "stream", "reason"):
+        return {}
+    sent = pairs["reason"].astype("string").str.extract(_CUT_SHORT)[0]
+    mask = sent.notna().to_numpy()
+    out = {}
+    for row, n in zip(pairs[mask].itertuples(index=False), sent[mask], strict=True):
+        key = _key(row, pairs)
+        out[key] = out.get(key, 0) + int(n)
+    return out
+
+
+def _unfinished(row, brokers, scoped, cut):
     """The bytes a client sent of a request it never finished, else 0. Only where the
     capture has the whole stream (its SYN, no gap, nothing missing) and the client closed
-    it: then bytes the framer could not place are a request cut by its sender."""
+    it: then a request row cut short by the client, or bytes the framer could not place
+    (tables from before such rows), are a request cut by its sender."""
     if row.client_side_from != "syn" or row.end not in ("fin", "rst"):
         return 0
     if row.ended_by != "client" or _count(row.gaps) or _count(row.bytes_missing):
         return 0
     if pd.notna(row.kafka) and bool(row.kafka):
-        return _count(row.bytes_skipped)
+        return _count(row.bytes_skipped) + cut
     # not taken as Kafka, as its only request is cut: a broker other connections proved
     known = (*(getattr(row, c) for c in scoped), row.broker) in brokers
     return _count(row.bytes_delivered) if known and not _count(row.frames) else 0
@@ -341,13 +358,18 @@ def truncated_request(t):
     streams = t.streams
     brokers = _kafka_brokers(streams)
     conns = _connections(t.pairs) if has(t.pairs, "stream", "request_start") else {}
+    cut = _cut_short(t.pairs)
     for row in streams[streams["direction"] == "request"].itertuples(index=False):
-        sent = _unfinished(row, brokers, scope(streams))
+        key = _key(row, streams)
+        sent = _unfinished(row, brokers, scope(streams), cut.get(key, 0))
         if sent <= 0:
             continue
-        rows = conns.get(_key(row, streams))
-        client_id = None if rows is None else _text(rows["client_id"].iloc[-1])
-        after = "" if rows is None else f" after {len(rows)} complete request(s)"
+        rows = conns.get(key)
+        if rows is not None and has(rows, "reason"):
+            rows = rows[~rows["reason"].astype("string").str.match(_CUT_SHORT).fillna(False)]
+        named = [] if rows is None else [c for c in rows["client_id"] if _text(c)]
+        client_id = named[-1] if named else None
+        after = f" after {len(rows)} complete request(s)" if rows is not None and len(rows) else ""
         yield Finding(
             kind="truncated_request",
             severity="warning",
