@@ -64,6 +64,20 @@ def add_dissection_arguments(p):
         "(read again as it grows); secrets a pcapng carries are used without it",
     )
     p.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        help="keep only this topic in the records and partitions tables (repeatable); the "
+        "records of other topics are not decompressed",
+    )
+    p.add_argument(
+        "--partition",
+        type=int,
+        action="append",
+        default=[],
+        help="keep only this partition in the records and partitions tables (repeatable)",
+    )
+    p.add_argument(
         "--show-secrets",
         action="store_true",
         help="show SASL passwords, proofs and tokens instead of redacting them",
@@ -96,4 +110,6 @@ def dissection_options(args, written=None):
         "max_ratio": args.max_ratio,
         "max_connections": args.max_connections,
         "tls_keylog": args.tls_keylog,
+        "topics": args.topic,
+        "partitions": args.partition,
     }

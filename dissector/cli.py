@@ -92,7 +92,8 @@ def analyze(args):
                 for _ in exchanges:
                     pass
             else:
-                for batch in arrow_batches(exchanges, table):
+                wanted = dissection.dissector.options.wanted()
+                for batch in arrow_batches(exchanges, table, wanted=wanted):
                     writer.write(batch, capture=path)
             if writer is not None and table == "streams":
                 for batch in arrow_batches(dissection.ended, "streams"):

@@ -32,9 +32,15 @@ class Options:
     # Key log lines given as text (what a Spark task gets of the driver's key log): secrets,
     # so never in the repr that an error message might show.
     tls_secrets: str | None = field(default=None, repr=False)
+    # The records and partitions tables hold only these topics and partitions (empty: all);
+    # the records of others are not decompressed.
+    topics: frozenset = field(default_factory=frozenset)
+    partitions: frozenset = field(default_factory=frozenset)
 
     def __post_init__(self):
         object.__setattr__(self, "ports", frozenset(self.ports))
+        object.__setattr__(self, "topics", frozenset(self.topics))
+        object.__setattr__(self, "partitions", frozenset(self.partitions))
         if self.protocol not in (None, "0.7", "0.8+"):
             raise ValueError(f"protocol must be '0.7' or '0.8+', not {self.protocol!r}")
         if self.max_connections < 1:
@@ -47,6 +53,12 @@ class Options:
         """Whether compressed batches are decompressed: asked for, or needed for the records."""
         return self.decompress or self.records == "full"
 
+    def wanted(self):
+        """The filter of the records and partitions tables: a TopicPartitions, or None."""
+        if self.topics or self.partitions:
+            return TopicPartitions(self.topics, self.partitions)
+        return None
+
     def record_decoder(self):
         """The function a decoder applies to record-set bytes (None: keep only their size)."""
         if self.records == "none":
@@ -58,3 +70,18 @@ class Options:
             decompress=self.decompresses,
         )
         return RecordSets(limits)
+
+
+class TopicPartitions:
+    """Which topics and partitions a table keeps (an empty set: any)."""
+
+    __slots__ = ("topics", "partitions")
+
+    def __init__(self, topics, partitions):
+        self.topics = frozenset(topics)
+        self.partitions = frozenset(partitions)
+
+    def __call__(self, topic, partition):
+        return (not self.topics or topic in self.topics) and (
+            not self.partitions or partition in self.partitions
+        )

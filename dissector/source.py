@@ -185,7 +185,9 @@ def read_pcap(path, ports=(), table="pairs", *, progress=None, **options):
 
     table: "pairs" (one row per exchange), "partitions" (one per exchange, topic and
     partition), "records" (one per record; record sets are then decoded in full) or
-    "streams" (one per connection and direction: the byte accounting).
+    "streams" (one per connection and direction: the byte accounting). topics=[...] and
+    partitions=[...] keep only those in the records and partitions tables; the records of
+    others are passed over without being decompressed.
     """
     from .tables import build_table
 
@@ -196,4 +198,4 @@ def read_pcap(path, ports=(), table="pairs", *, progress=None, **options):
         for _ in dissection:
             pass
         return build_table(dissection.ended, table)
-    return build_table(dissection, table)
+    return build_table(dissection, table, dissection.dissector.options.wanted())

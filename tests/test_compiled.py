@@ -32,6 +32,7 @@ HOT = (
     "dissector.tables.summary",
     "dissector.tables.pairs",
     "dissector.tables.body_text",
+    "dissector.tables.record_columns",
     "dissector.tuples",
 )
 

@@ -185,3 +185,39 @@ def test_record_sets_of_one_request_cannot_add_up_past_the_bounds(tmp_path):
     assert produce["batches"] == 3000
     assert produce["bytes"] < 64 << 20  # of 3 GB
     assert produce["bombs"] > 2900
+
+
+def test_two_million_records_in_one_batch_become_a_table_in_bounded_memory(tmp_path):
+    """One zstd batch of 2,000,000 minimal records (no key, no value, no header), 1.6 MB in
+    the capture: the records table reads them into columns a batch of rows at a time, never
+    an object per record (which took gigabytes), so the parquet file is written in a child
+    limited to MEMORY bytes."""
+    import zstandard
+    from kafka_encoder import encode_request
+    from test_records import ZSTD, make_v2, record
+
+    count = 2_000_000
+    records = b"".join(record(i, None, None) for i in range(count))
+    packed = zstandard.ZstdCompressor(level=19).compress(records)
+    assert len(packed) < 2_000_000
+    batch = make_v2(packed, count, attributes=ZSTD)
+    body = {
+        "TransactionalId": None,
+        "Acks": 1,
+        "TimeoutMs": 1000,
+        "TopicData": [{"Name": "t", "PartitionData": [{"Index": 3, "Records": batch}]}],
+    }
+    path = kafka_then(tmp_path, frame_bytes(encode_request(0, 7, 2, "c", body)))
+    out = tmp_path / "records.parquet"
+    cli = [sys.executable, "-m", "dissector.cli", "analyze", str(path)]
+    res = bounded([*cli, "--table", "records", "-o", str(out), "--no-progress"], timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(out, columns=["partition", "offset", "key", "batch_status"])
+    assert table.num_rows == count
+    assert table.column("partition").unique().to_pylist() == [3]
+    assert table.column("batch_status").unique().to_pylist() == ["ok"]
+    assert table.column("key").null_count == count
+    # a Produce request's records have no offset until its response assigns one
+    assert table.column("offset").null_count == count

@@ -7,6 +7,8 @@ exactly those: in the Produce requests and in the Fetch responses, for every cod
 
 import hashlib
 import json
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -103,3 +105,77 @@ def test_every_codec_decodes():
     assert set(produced.compression) == {"gzip", "snappy", "lz4", "zstd"}
     by_codec = produced.groupby("compression").size()
     assert (by_codec == 5).all()
+
+
+ALL_CAPTURES = sorted(CAPTURES.glob("*.pcap"))
+
+
+def rows_path_table(path, **options):
+    """The records table as the rows path builds it: a dict per record, converted by Arrow."""
+    import pyarrow as pa
+
+    from dissector.tables.records import exchange_records
+    from dissector.tables.schema import RECORDS
+
+    rows = [
+        r for e in dissector.dissect(path, records="full", **options) for r in exchange_records(e)
+    ]
+    return pa.Table.from_pylist(rows, schema=RECORDS)
+
+
+def columns_table(path, max_rows, max_bytes, wanted=None):
+    import pyarrow as pa
+    from dissector.tables.record_columns import RecordColumns
+
+    from dissector.tables.schema import RECORDS
+
+    columns = RecordColumns(max_rows, max_bytes, wanted)
+    batches = [b for e in dissector.dissect(path, records="full") for b in columns.add(e)]
+    last = columns.finish()
+    return pa.Table.from_batches(batches + ([last] if last is not None else []), RECORDS)
+
+
+@pytest.mark.parametrize("path", ALL_CAPTURES, ids=[p.stem for p in ALL_CAPTURES])
+def test_records_read_into_columns_equal_the_rows_path(path):
+    """The compiled builder reads magic 2 batches from their bytes into columns; the rows
+    path decodes a dict per record. Same table, value for value, however the rows are cut
+    into Arrow batches: a row at a time, a few rows, or a byte budget smaller than a record
+    (a Kafka batch then spans Arrow batches, each row with its batch's final status)."""
+    pytest.importorskip("dissector.tables.record_columns", reason="built without a C compiler")
+    expected = rows_path_table(path)
+    for max_rows, max_bytes in ((65536, 64 << 20), (1, 1 << 30), (3, 1 << 30), (1000, 1)):
+        got = columns_table(path, max_rows, max_bytes)
+        assert got.equals(expected), (path.name, max_rows, max_bytes)
+        assert all(b.num_rows <= max_rows for b in got.to_batches())
+
+
+def test_topic_and_partition_filters_keep_only_their_records(tmp_path, monkeypatch):
+    """topics=[...] and partitions=[...] keep those records, the same as filtering the whole
+    table; the batches of other topics are not decompressed."""
+    from dissector.protocol.records import batch
+
+    path = CAPTURES / "compression.pcap"
+    whole = dissector.read_pcap(path, table="records")
+    assert set(whole.topic) == {"comp-gzip", "comp-lz4", "comp-snappy", "comp-zstd"}
+    calls = []
+    real = batch.decompress
+    monkeypatch.setattr(batch, "decompress", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    gzip = dissector.read_pcap(path, table="records", topics=["comp-gzip"])
+    assert len(gzip) == (whole.topic == "comp-gzip").sum() > 0
+    assert gzip.drop(columns="headers").equals(
+        whole[whole.topic == "comp-gzip"].reset_index(drop=True).drop(columns="headers")
+    )
+    assert calls and set(calls) == {1}  # gzip batches only: the others were passed over
+    none = dissector.read_pcap(path, table="records", topics=["comp-gzip"], partitions=[99])
+    assert none.empty and list(none.columns) == list(whole.columns)
+    parts = dissector.read_pcap(path, table="partitions", topics=["comp-lz4"])
+    assert len(parts) > 0 and set(parts.topic) == {"comp-lz4"}
+    out = tmp_path / "r.csv"
+    cli = [sys.executable, "-m", "dissector.cli", "analyze", str(path), "--no-progress"]
+    res = subprocess.run(
+        [*cli, "--table", "records", "-o", str(out), "--topic", "comp-zstd", "--topic", "comp-lz4"],
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 0, res.stderr
+    assert set(pd.read_csv(out).topic) == {"comp-zstd", "comp-lz4"}

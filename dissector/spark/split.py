@@ -14,6 +14,7 @@ the packets of the connections it missed. Spark or a plain loop runs the tasks
 import pickle
 from bisect import bisect_right
 
+from ..options import Options
 from .ranges import RangeRun, streams_rows
 from .summary import summarised
 from .verify import check
@@ -125,6 +126,7 @@ def run_rows_task(spec, options, seeds, settled, table, summary=None, streams=No
     from ..tables import ROW_BUILDERS, arrow_batches
 
     run = RangeRun(spec, options, seeds, settled)
+    wanted = Options(**options).wanted()
     exchanges = run if summary is None else summarised(run, summary)
     if table == "streams":
         for _ in exchanges:
@@ -134,11 +136,13 @@ def run_rows_task(spec, options, seeds, settled, table, summary=None, streams=No
         rows, order = [], []
         for e in exchanges:
             mine = partition_rows(e)
+            if wanted is not None:
+                mine = [r for r in mine if wanted(r["topic"], r["partition"])]
             rows += mine
             order += [(*e.moment, k) for k in range(len(mine))]
         yield rows, order
     else:
-        for batch in arrow_batches(exchanges, table):
+        for batch in arrow_batches(exchanges, table, wanted=wanted):
             yield batch, None
     ended = streams_rows(run, settled)
     if streams is not None:

@@ -36,13 +36,14 @@ def table_batches(capture, table, options, schema, summaries=False):
     base = pa.schema([f for f in schema if f.name != SUMMARY])
     summary = new_summary(options) if summaries else None
     with ExitStack() as stack:
-        dissection = _dissection(capture, Options(**options), stack)
+        chosen = Options(**options)
+        dissection = _dissection(capture, chosen, stack)
         items = dissection if summary is None else summarised(dissection, summary)
         if table == "streams":
             for _ in items:
                 pass
             items = dissection.ended  # the core's connection-ended events
-        for batch in arrow_batches(items, table):
+        for batch in arrow_batches(items, table, wanted=chosen.wanted()):
             arrays = for_spark(batch, capture, base).columns
             if summaries:
                 arrays.append(pa.nulls(batch.num_rows, pa.binary()))

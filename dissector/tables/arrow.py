@@ -34,22 +34,26 @@ def parse_bodies(pairs):
     )
 
 
-def arrow_batches(items, table="pairs", batch_rows=BATCH_ROWS, max_text=MAX_TEXT):
+def arrow_batches(items, table="pairs", batch_rows=BATCH_ROWS, max_text=MAX_TEXT, wanted=None):
     """Record batches of `table` from exchanges (for "streams", ConnectionEnded events of the
-    core, or accounting rows)."""
+    core, or accounting rows). wanted: the records and partitions tables keep the rows of the
+    topics and partitions it takes (Options.wanted)."""
     schema = SCHEMAS[table]
     if table == "pairs":
         yield from _pairs_batches(items, schema, batch_rows, max_text)
         return
     if table == "records" and RecordColumns is not None:
-        yield from _records_batches(items, batch_rows)
+        yield from _records_batches(items, batch_rows, wanted)
         return
     from . import ROW_BUILDERS
 
     rows_of = ROW_BUILDERS[table]()
     rows = []
     for item in items:
-        rows += rows_of(item)
+        if wanted is None or table == "streams":
+            rows += rows_of(item)
+        else:
+            rows += [r for r in rows_of(item) if wanted(r["topic"], r["partition"])]
         if len(rows) >= batch_rows:
             yield pa.RecordBatch.from_pylist(rows, schema=schema)
             rows = []
@@ -57,8 +61,8 @@ def arrow_batches(items, table="pairs", batch_rows=BATCH_ROWS, max_text=MAX_TEXT
         yield pa.RecordBatch.from_pylist(rows, schema=schema)
 
 
-def _records_batches(exchanges, batch_rows):
-    columns = RecordColumns(max(batch_rows, RECORD_ROWS), RECORD_BYTES)
+def _records_batches(exchanges, batch_rows, wanted):
+    columns = RecordColumns(max(batch_rows, RECORD_ROWS), RECORD_BYTES, wanted)
     for exchange in exchanges:
         yield from columns.add(exchange)
     last = columns.finish()

@@ -246,8 +246,10 @@ cdef class RecordColumns:
     cdef list runs  # a tuple of BATCH_COLUMNS values for each run of rows that share them
     cdef _Buf run_rows  # int64: the rows of each run
     cdef list done  # Arrow batches complete
+    cdef object wanted  # (topic, partition) -> whether its records are kept; None: all
 
-    def __cinit__(self, Py_ssize_t max_rows, Py_ssize_t max_bytes):
+    def __cinit__(self, Py_ssize_t max_rows, Py_ssize_t max_bytes, wanted=None):
+        self.wanted = wanted
         self.offsets, self.timestamps, self.sequences = _Ints(), _Ints(), _Ints()
         self.keys, self.values = _Bins(), _Bins()
         self.header_keys, self.header_values = _Bins(), _Bins()
@@ -264,7 +266,8 @@ cdef class RecordColumns:
         sets = e.record_sets
         if e.protocol == "0.7" or sets is None or e.api_key not in _APIS:
             for row in exchange_records(e):
-                self._row(row)
+                if self.wanted is None or self.wanted(row["topic"], row["partition"]):
+                    self._row(row)
         else:
             self._sets(e, sets)
         done, self.done = self.done, []
@@ -295,6 +298,8 @@ cdef class RecordColumns:
         exchange = tuple([getattr(e, name) for name in EXCHANGE_COLUMNS]) + (frame, side)
         for topic, partition, start, end in sets:
             topic = names.get(topic, topic) or None
+            if self.wanted is not None and not self.wanted(topic, partition):
+                continue  # passed over unread: nothing decompressed
             where = exchange + (topic, partition)
             given = None if assigned is None else assigned.get((topic, partition), UNKNOWN)
             self._set(raw, view, start, end, where, given, limits, allowance)
