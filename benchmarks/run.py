@@ -14,7 +14,11 @@ after round of every command, so a change of machine load touches them all alike
 * ``tshark -r F -d tcp.port==P,kafka -T fields -e frame.number -e kafka.api_key ...``;
 * ``kafka-dissect analyze F --no-progress`` (the summary);
 * ``kafka-dissect analyze F --no-progress -o pairs.parquet``;
-* ``dissector.dissect(F)`` iterated, keeping counters only.
+* ``dissector.dissect(F)`` iterated, keeping counters only;
+* ``kafka-dissect analyze F --no-progress --table records -o records.parquet``;
+* ``dissector.read_pcap(F, table="records")`` (a DataFrame of every record);
+* ``dissector.dissect(F, records="full")`` iterated, every body read and its records counted
+  (a dict per record, in Python).
 
 On a capture of TLS connections (its manifest names its key log K) tshark decrypts instead:
 ``-o tls.keylog_file:K -d tcp.port==P,tls -d tls.port==P,kafka`` in place of
@@ -24,8 +28,9 @@ On a capture of TLS connections (its manifest names its key log K) tshark decryp
 Reported per command: median wall time (and its range), the median over rounds of its wall
 time over tshark's in the same round, MB/s, packets/s and exchanges/s at the median, and the
 median peak RSS (GNU time, else the child's resource usage). The exchange counts are checked
-against the capture's manifest. Then peak RSS on real.pcap and real3x.pcap, and the cost per
-exchange by stage (``stages.py``). Markdown on stdout and in benchmarks/results.md.
+against the capture's manifest. Then peak RSS on real.pcap and real3x.pcap, the cost per
+exchange by stage (``stages.py``) and per record by stage of the records table
+(``records_stages.py``). Markdown on stdout and in benchmarks/results.md.
 
     python benchmarks/run.py [--repeat 5] [--captures real,mixed] [--no-flat] [--no-stages]
 """
@@ -74,6 +79,31 @@ for ex in dissector.dissect(sys.argv[1], progress=False, **secrets):
     largest = max(largest, ex.request_bytes or 0, ex.response_bytes or 0)
 print(json.dumps({"exchanges": sum(statuses.values()), "by_client": by_client,
                   "statuses": statuses, "largest_frame": largest}))
+"""
+
+# Every record in Python: each exchange's bodies read, record sets decoded in full.
+STREAMED_FULL = """
+import sys
+import dissector
+
+secrets = {"tls_keylog": sys.argv[2]} if len(sys.argv) > 2 else {}
+records = 0
+for ex in dissector.dissect(sys.argv[1], progress=False, records="full", **secrets):
+    for body in (ex.request, ex.response):
+        for topic in (body or {}).get("TopicData") or (body or {}).get("Responses") or ():
+            for part in topic.get("PartitionData") or topic.get("Partitions") or ():
+                for batch in (part.get("Records") or {}).get("batches") or ():
+                    records += len(batch["records"])
+print(records)
+"""
+
+# The records table as a pandas DataFrame.
+READ_RECORDS = """
+import sys
+import dissector
+
+secrets = {"tls_keylog": sys.argv[2]} if len(sys.argv) > 2 else {}
+print(len(dissector.read_pcap(sys.argv[1], table="records", **secrets)))
 """
 
 
@@ -159,14 +189,21 @@ def commands(capture: Capture, tmp: Path) -> list[Command]:
     tshark = ["tshark", "-r", path, *decode, "-T", "fields"]
     analyze = [*cli, "analyze", path, "--no-progress", *secrets]
     parquet = str(tmp / "pairs.parquet")
+    records = [*analyze, "--table", "records", "-o", str(tmp / "records.parquet")]
+    keys = [str(keylog)] if keylog else []
     return [
         Command("tshark", "tshark -T fields", [*tshark, *fields]),
         Command("summary", "kafka-dissect analyze", analyze),
         Command("parquet", "kafka-dissect analyze -o pairs.parquet", [*analyze, "-o", parquet]),
+        Command("streamed", "dissector.dissect() streamed", [PY, "-c", STREAMED, path, *keys]),
+        Command("records", "kafka-dissect analyze --table records -o records.parquet", records),
         Command(
-            "streamed",
-            "dissector.dissect() streamed",
-            [PY, "-c", STREAMED, path, *([str(keylog)] if keylog else [])],
+            "read_records", 'read_pcap(table="records")', [PY, "-c", READ_RECORDS, path, *keys]
+        ),
+        Command(
+            "streamed_full",
+            'dissect(records="full") streamed, every record read',
+            [PY, "-c", STREAMED_FULL, path, *keys],
         ),
     ]
 
@@ -221,6 +258,7 @@ def bench(capture: Capture, repeat: int, keys: set[str] | None = None) -> list[C
                 print(f"  {capture.name} round {n + 1}/{repeat}: {cmd.label}", file=sys.stderr)
                 measure(cmd, tmp)
                 (tmp / "pairs.parquet").unlink(missing_ok=True)
+                (tmp / "records.parquet").unlink(missing_ok=True)
     return plan
 
 
@@ -431,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
         sections += ["", *capture_section(capture, plans[capture.name], args.repeat)]
     if flat:
         big = known["real3x"]
-        big_plan = bench(big, args.flat_repeat, {"summary", "parquet", "streamed"})
+        big_plan = bench(big, args.flat_repeat, {"summary", "parquet", "streamed", "records"})
         sections += ["", *flat_section(known["real"], big, plans["real"], big_plan)]
     if not args.no_stages and "real" in names:
         stages = subprocess.run(
@@ -442,6 +480,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         body = stages.stdout.strip() or f"stages.py failed: {stages.stderr.strip()[-500:]}"
         sections += ["", body]
+        stages = subprocess.run(
+            ["taskset", "-c", CORE, PY, str(HERE / "records_stages.py"), str(known["real"].path)],
+            capture_output=True,
+            text=True,
+            timeout=3600,
+        )
+        failed = f"records_stages.py failed: {stages.stderr.strip()[-500:]}"
+        sections += ["", stages.stdout.strip() or failed]
 
     header = [
         "# Benchmark: kafka-dissect vs tshark",

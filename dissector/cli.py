@@ -30,6 +30,12 @@ def build_parser():
         default="pairs",
         help="which table -o writes (default %(default)s)",
     )
+    analyze.add_argument(
+        "--compress-values",
+        action="store_true",
+        help="in parquet, compress the records' keys and values too (by default they are "
+        "written as they are: faster, a larger file)",
+    )
     add_dissection_arguments(analyze)
     add_run_arguments(analyze)
     commands.add_parsers(sub)
@@ -75,7 +81,8 @@ def analyze(args):
         from .tables import arrow_batches
         from .tables.output import TableWriter
 
-        writer = TableWriter(args.output, table, capture=len(args.captures) > 1)
+        several = len(args.captures) > 1
+        writer = TableWriter(args.output, table, several, args.compress_values)
     options = dissection_options(args, table if args.output else None)
     try:
         for path in args.captures:
@@ -120,6 +127,9 @@ def _tune_for_a_whole_capture():
     """Process settings for a run that reads captures to their end and exits."""
     heap.keep_frames()
     heap.fewer_collections()
+    # numpy (loaded with the tables) starts BLAS threads that spin, on cores the dissection
+    # could use; it computes nothing with them here.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def main(argv=None, own_process=False):

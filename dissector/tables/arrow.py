@@ -17,7 +17,7 @@ except ImportError:  # built without a C compiler: the records table is built ro
 
 BATCH_ROWS = 4096  # exchanges per batch: large enough for Arrow, small enough to stream
 RECORD_ROWS = 65536  # records per batch of the records table
-RECORD_BYTES = 64 << 20  # bytes of keys and values per batch of the records table
+RECORD_BYTES = 16 << 20  # bytes of keys and values per batch of the records table
 BATCH_TEXT = 64 << 20  # bytes of body text per batch: a batch of large bodies is cut early
 # Bytes of text one Arrow string column of a batch holds at most (its offsets are int32): a
 # body whose JSON text alone passes it is left out of its row, which says so in `reason`.
