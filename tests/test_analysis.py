@@ -236,7 +236,7 @@ def test_delivery_covers_every_record_consumed(name):
     assert {(c["topic"], c["partition"], c["offset"]) for c in known["consumed"]} <= got
     produced = {(p["topic"], p["key"]["text"]) for p in known["produce"]}
     for r in matched.itertuples():
-        assert (r.topic, None if r.key is None else r.key.decode()) in produced
+        assert (r.topic, None if pd.isna(r.key) else r.key.decode()) in produced
     assert (matched["delay_ms"] > 0).all()
 
 

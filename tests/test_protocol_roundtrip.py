@@ -137,7 +137,7 @@ def notes_of(ctx):
         ctx.top_error,
         ctx.first_error,
         ctx.fields,
-        [(t, s, e) for t, s, e in ctx.record_sets],
+        list(ctx.record_sets),
     )
 
 
@@ -156,18 +156,22 @@ def test_scanner_takes_the_notes_of_the_decoder(key, name, kind, version):
         end = messages.body_scanner(key, kind, version)(frame, head, scanned)
         assert end == len(frame), f"seed {seed}: scan stops {len(frame) - end} bytes short"
         assert notes_of(scanned)[:5] == notes_of(full)[:5], f"seed {seed}"
-        sizes = [e - s for _, s, e in scanned.record_sets]
-        assert sizes == _record_fields(expected), f"seed {seed}"
+        found = [(partition, e - s) for _, partition, s, e in scanned.record_sets]
+        assert found == _record_fields(expected), f"seed {seed}"
 
 
-def _record_fields(value):
-    """The record-set fields of a decoded body, in order (the default context keeps sizes)."""
+def _record_fields(value, partition=None):
+    """(partition index beside it, size) of each record-set field of a decoded body, in order
+    (the default context keeps sizes)."""
     if isinstance(value, dict):
         if set(value) == {"size"}:
-            return [value["size"]]
-        return [x for v in value.values() for x in _record_fields(v)]
+            return [(partition, value["size"])]
+        for name in ("Index", "PartitionIndex", "Partition"):
+            if isinstance(value.get(name), int):
+                partition = value[name]
+        return [x for v in value.values() for x in _record_fields(v, partition)]
     if isinstance(value, list):
-        return [x for v in value for x in _record_fields(v)]
+        return [x for v in value for x in _record_fields(v, partition)]
     return []
 
 

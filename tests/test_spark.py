@@ -316,3 +316,26 @@ def test_tls_capture_split_into_ranges_equals_one_process(spark, table):
     want = reference(path, table, tls_keylog=keylog)
     assert spark_rows(got.toArrow()) == want
     assert len(want) == (27 if table == "pairs" else 14)  # 7 connections
+
+
+def test_topic_and_partition_filters_in_spark(spark):
+    """The format's topics and partitions options keep those records, split or whole, as
+    read_pcap's keywords do."""
+    from dissector.tables.schema import RECORDS
+
+    path = str(ROOT / "captures" / "compression.pcap")
+    expected = reference(path, "records", topics=["comp-gzip", "comp-lz4"])
+    topic = RECORDS.names.index("topic")
+    assert {r[topic] for r in expected} == {"comp-gzip", "comp-lz4"}
+    for split in ("8k", "1g"):
+        got = (
+            spark.read.format("kafka_pcap")
+            .option("table", "records")
+            .option("split_bytes", split)
+            .option("topics", "comp-gzip,comp-lz4")
+            .load(path)
+            .toArrow()
+        )
+        assert spark_rows(got, path) == expected, split
+    none = spark.read.format("kafka_pcap").option("table", "records").option("partitions", "7")
+    assert none.load(path).count() == 0

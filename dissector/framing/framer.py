@@ -192,8 +192,10 @@ class Framer:
         # ends) and ends exactly where a frame start the check confirms begins, directly or
         # through a chain of such frames: a response whose request the capture did not see.
         self.orphans = orphans
-        self._orph = []  # search: [start, end, head] of those frames, stream offsets
-        self._pst = []  # search: stream offsets where packets' bytes begin, not yet tried
+        # Search: [start, end, head] of those frames, and stream offsets where packets' bytes
+        # begin, not yet tried (lists once there are some: most framers never hold any).
+        self._orph = ()
+        self._pst = ()
         self._lframe = 0  # the packet fed last, and its time
         self._lts = 0
         self._mode = _SYNC
@@ -534,8 +536,8 @@ class Framer:
         self._sfr = []
         self._sscan = 1 if skip_first else 0
         self._chunks = None
-        self._orph = []
-        self._pst = []
+        self._orph = ()
+        self._pst = ()
 
     def _search(self, data, pos, base, frame, ts, out):
         """Add data[pos:] to the search buffer and look for a frame start in it."""
@@ -543,6 +545,8 @@ class Framer:
             self._soff = base + pos
             self._sfr = []
         if self.orphans is not None and len(self._pst) < ORPHAN_CANDIDATES:
+            if self._pst.__class__ is tuple:
+                self._pst = []
             self._pst.append(base + pos)
         self._sfr.append((len(self._sbuf), frame, ts))
         self._sbuf += memoryview(data)[pos:] if pos else data
@@ -569,7 +573,7 @@ class Framer:
         orph = self._orph
         orphans = self.orphans is not None and bool(orph or self._pst) and self.orphans()
         if not orphans:
-            self._pst = []
+            self._pst = ()
         while p < end:
             m = search(sbuf, p)
             if m is None:
@@ -603,6 +607,7 @@ class Framer:
             if orphans:
                 self._orphan(sbuf, q, size)
             p = q + 1
+        orph = self._orph  # _orphan may have made it a list
         if orphans and not found:
             # Frames held whose end the scan passed without a confirmed start there: none.
             until = soff + (end if final else p)
@@ -618,8 +623,8 @@ class Framer:
             if self._kn >= self.max_search:
                 self._flush_skip(out)
             return []
-        self._orph = []
-        self._pst = []
+        self._orph = ()
+        self._pst = ()
         self._flush_skip(out)
         pieces = []
         fr = self._sfr
@@ -653,6 +658,8 @@ class Framer:
         if size < 4 or size > MAX_ORPHAN or q + 8 > len(sbuf) or _i32(sbuf, q + 4)[0] < 0:
             return
         if len(orph) < ORPHAN_CANDIDATES:
+            if orph.__class__ is tuple:
+                orph = self._orph = []
             orph.append([qo, qo + 4 + size, qo if link is None else link[2]])
 
     def _orphan_head(self, start):
@@ -699,8 +706,8 @@ class Framer:
             self._reject(len(self._sbuf), out)
         self._sfr = []
         self._sscan = 0
-        self._orph = []
-        self._pst = []
+        self._orph = ()
+        self._pst = ()
 
     # -- skipped bytes ---------------------------------------------------------------------
 

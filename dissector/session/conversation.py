@@ -16,6 +16,7 @@ from .modern import ModernSession, decodes_fully, header_captured
 from .plausible import plausible_request
 from .rows import endpoint, side_name
 
+_NOTHING_ABANDONED = (0, 0)
 UNDECIDED_LIMIT = 64  # frames held per side while the client side is unknown
 # Body bytes the frame-start checks read (request header to the client id's length; a
 # response's correlation id): waiting for more would hold a short request back.
@@ -37,15 +38,17 @@ class Conversation:
         self.held = ([], [])  # frames per side while the client side is unknown
         # While it is unknown, per side: correlation id -> (api key, version, time) of the held
         # frames that decode as requests, and the index in `held` of the first of them.
-        self.asked = ({}, {})
-        self.first_asked = [None, None]
+        undecided = conn.client_side is None
+        self.asked = ({}, {}) if undecided else None
+        self.first_asked = [None, None] if undecided else None
         # Bytes per side in frames that were framed but not used: held while the client side
         # was unknown and then found not to be requests, or responses before any request.
         self.unused = [0, 0]
         self.gaps = [0, 0]
         # Bytes per side of a frame left unfinished when the other side ended the connection
         # (its RST or FIN): data a peer abandoned, not capture loss (a part of bytes_skipped).
-        self.abandoned = [0, 0]
+        # Set at the end: a tuple, as most connections keep theirs (0, 0), shared.
+        self.abandoned = _NOTHING_ABANDONED
         self.tls = None  # a TlsConnection, once the client's first bytes open TLS
         self.opened = conn.how != "syn"  # whether the client's first bytes were examined
         # Without the SYN the capture may start mid-frame: search for a frame start first.
@@ -176,9 +179,12 @@ class Conversation:
             framer = self.framers[side]
             items = framer.finish(self._ended(side, framer))
             if conn.end_reason in ("fin", "rst") and conn.ended_by == 1 - side:
-                self.abandoned[side] += sum(
-                    x.size for x in items if x.__class__ is Skipped and x.reason == "truncated"
-                )
+                cut = [x for x in items if x.__class__ is Skipped and x.reason == "truncated"]
+                left = sum(x.size for x in cut)
+                if left:
+                    both = list(self.abandoned)
+                    both[side] += left
+                    self.abandoned = tuple(both)
             out += self._framed(side, items, framer)
         if conn.client_side is None and not conn.ignored:
             out += self._settle()  # no request was seen answered: the first one decides

@@ -237,6 +237,15 @@ def _options(options):
         if isinstance(ports, str):
             ports = [int(p) for p in ports.replace(",", " ").split()]
         out["ports"] = sorted(int(p) for p in ports)
+    if isinstance(out.get("topics"), str):  # .option("topics", "orders,payments")
+        out["topics"] = [t for t in out["topics"].split(",") if t]
+    if "partitions" in out:
+        parts = out["partitions"]
+        if isinstance(parts, str):
+            parts = parts.replace(",", " ").split()
+        out["partitions"] = sorted(int(p) for p in parts)
+    if "topics" in out:
+        out["topics"] = sorted(out["topics"])
     for name in ("max_frame", "max_decompressed", "max_ratio", "max_connections"):
         if name in out:
             out[name] = int(out[name])

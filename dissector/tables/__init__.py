@@ -48,11 +48,14 @@ SORT_KEYS = {
 def build_table(items, table="pairs", wanted=None):
     """A pandas DataFrame of a whole table, in capture order, from exchanges (for "streams",
     the core's ConnectionEnded events or accounting rows); wanted: see arrow_batches."""
-    from .arrow import arrow_batches, to_pandas
+    from .arrow import arrow_batches, in_capture_order, to_pandas
 
     if table not in TABLES:
         raise ValueError(f"unknown table {table!r}; choose from {', '.join(TABLES)}")
-    return sort_table(to_pandas(arrow_batches(items, table, wanted=wanted), table), table)
+    batches = arrow_batches(items, table, wanted=wanted)
+    if table == "streams":
+        return sort_table(to_pandas(batches, table), table)
+    return to_pandas(in_capture_order(batches, table), table)
 
 
 def sort_table(df, table):

@@ -8,7 +8,9 @@ import pyarrow as pa
 
 from ..session.exchange import COLUMNS
 from .columns import column
-from .schema import RECORD_TIME, SCHEMAS
+from .schema import HEADER, RECORD_TIME, SCHEMAS
+
+HEADERS = pa.list_(HEADER)
 
 try:  # C (record_columns.pyx): records read from batch bytes into columns
     from .record_columns import RecordColumns
@@ -116,6 +118,63 @@ def _columns_batch(rows, schema):
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
+def in_capture_order(batches, table):
+    """The rows of record batches of `table` (not "streams") in capture order, as
+    tables.sort_table puts a DataFrame's: by first frame (and, for pairs, first packet's
+    time), then stream. Rows complete near where they were captured, so each input batch
+    is let go once the output has taken its rows: the reordering holds the table and little
+    more, not a second copy of it."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    batches = [b for b in batches if b.num_rows]
+    if not batches:
+        return []
+    keys = [_order_keys(b, table) for b in batches]
+    columns = [np.concatenate(one) for one in zip(*keys, strict=True)]
+    order = np.lexsort(columns[::-1])  # stable; lexsort takes its first key last
+    sizes = np.array([b.num_rows for b in batches])
+    starts = np.cumsum(sizes) - sizes
+    owner = np.searchsorted(starts, order, side="right") - 1  # the input batch of each row
+    last_use = np.zeros(len(batches), dtype=np.int64)
+    np.maximum.at(last_use, owner, np.arange(len(order)))
+    out = []
+    for a in range(0, len(order), RECORD_ROWS):
+        b = min(a + RECORD_ROWS, len(order))
+        mine = owner[a:b]
+        alive = [k for k in range(mine.min(), mine.max() + 1) if batches[k] is not None]
+        shift = np.zeros(len(batches), dtype=np.int64)  # input row -> row of `part`
+        shift[alive] = np.cumsum(sizes[alive]) - sizes[alive] - starts[alive]
+        part = pa.Table.from_batches([batches[k] for k in alive])
+        # The system allocator gives a freed input batch back to the kernel at once; Arrow's
+        # default pool kept them, and the reordering took twice the table.
+        taken = pc.take(part, order[a:b] + shift[mine], memory_pool=pa.system_memory_pool())
+        out += taken.to_batches()
+        for k in alive:
+            if last_use[k] < b:
+                batches[k] = None
+    return out
+
+
+def _order_keys(batch, table):
+    """The sort keys of a batch's rows (tables.SORT_KEYS) as int64 arrays, nulls last."""
+    import pyarrow.compute as pc
+
+    def ints(array):
+        return pc.fill_null(array.cast(pa.int64()), (1 << 63) - 1).to_numpy()
+
+    if table == "records":
+        first = batch.column("frame")
+    else:
+        first = pc.coalesce(batch.column("request_frame"), batch.column("response_frame"))
+    keys = [ints(first)]
+    if table == "pairs":
+        start = pc.coalesce(batch.column("request_start"), batch.column("response_start"))
+        keys.append(ints(start))
+    keys.append(ints(batch.column("stream")))
+    return keys
+
+
 def _pandas_types():
     import pandas as pd
 
@@ -126,12 +185,17 @@ def _pandas_types():
         pa.int64(): pd.Int64Dtype(),
         pa.bool_(): pd.BooleanDtype(),
         pa.float64(): pd.Float64Dtype(),
+        # Keys, values and record headers stay in Arrow's buffers (pd.ArrowDtype): a
+        # Python object for each would take more memory than the bytes themselves.
+        pa.binary(): pd.ArrowDtype(pa.binary()),
+        HEADERS: pd.ArrowDtype(HEADERS),
     }
 
 
 def to_pandas(batches, table="pairs"):
     """A DataFrame of record batches (or an Arrow table): nullable integer and boolean
-    columns, UTC timestamps, lists as Python lists, binary as bytes."""
+    columns, UTC timestamps, binary and record headers backed by Arrow (an element is bytes,
+    or a list of {"key", "value"}; missing: pd.NA), other lists as Python lists."""
     import pandas as pd
 
     schema = SCHEMAS[table]
@@ -145,6 +209,6 @@ def to_pandas(batches, table="pairs"):
             df[f.name] = pd.to_datetime(ms, unit="ms", utc=True, errors="coerce")
         elif pa.types.is_float64(f.type):
             df[f.name] = df[f.name].astype("float64")  # NaN for missing, as numbers expect
-        elif pa.types.is_list(f.type) and f.name in df:
+        elif pa.types.is_list(f.type) and f.type != HEADERS and f.name in df:
             df[f.name] = pd.Series(data.column(f.name).to_pylist(), index=df.index, dtype=object)
     return df

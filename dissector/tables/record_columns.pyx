@@ -60,6 +60,9 @@ _MIN_RECORD = 7  # a record's fields take a byte each at least
 cdef int _CONTROL = 0x20, _LOG_APPEND = 0x08, _TRANSACTIONAL = 0x10  # attribute bits
 cdef Py_ssize_t _MAX_BYTES = (1 << 31) - 1  # what int32 offsets reach in one Arrow batch
 cdef Py_ssize_t _KEEP = 64 << 20  # bytes a column buffer keeps between Arrow batches
+# The columns' memory comes from the C library's allocator, which gives a batch's memory
+# back once it is freed; Arrow's default pool keeps it for the process's life.
+_POOL = pa.system_memory_pool()
 
 
 # --- buffers --------------------------------------------------------------------------------
@@ -108,7 +111,7 @@ cdef class _Buf:
     cdef object take(self):
         """The bytes so far, copied into an Arrow buffer; this one starts again, empty, and
         gives back what one large batch made it take."""
-        out = pa.allocate_buffer(self.size)
+        out = pa.allocate_buffer(self.size, memory_pool=_POOL)
         if self.size:
             memcpy(<void *><size_t>out.address, self.data, self.size)
         self.size = 0
@@ -279,12 +282,10 @@ cdef class RecordColumns:
     def add(self, e):
         """The Arrow batches this exchange completes (a list, usually empty)."""
         sets = e.record_sets
-        if e.protocol == "0.7" or sets is None or e.api_key not in _APIS:
+        if e.protocol == "0.7" or sets is None or e.api_key not in _APIS or not self._sets(e, sets):
             for row in exchange_records(e):
                 if self.wanted is None or self.wanted(row["topic"], row["partition"]):
                     self._row(row)
-        else:
-            self._sets(e, sets)
         done, self.done = self.done, []
         return done
 
@@ -294,16 +295,18 @@ cdef class RecordColumns:
 
     # -- what an exchange holds --------------------------------------------------------------
 
-    cdef int _sets(self, e, tuple record_sets) except -1:
+    cdef bint _sets(self, e, tuple record_sets) except -1:
+        """The records of the record sets the scan found; False (nothing read) where the
+        body is no longer only scanned (a reader decoded it): the rows path reads the dict."""
         side, data, sets = record_sets
         body = e._request if side == "request" else e._response
-        # Only a scanned body gets here; its LazyBody carries the record decoder, whose
-        # limits say whether and how far records are read (the rows path reads them so).
-        if body.__class__ is not LazyBody or body[0] is not decode_later or body[-1] is None:
-            return 0
+        if body.__class__ is not LazyBody or body[0] is not decode_later:
+            return False
+        # The LazyBody carries the session's record decoder, whose limits say whether and
+        # how far records are read (None: sizes only, as the rows path would find them).
+        if body[-1] is None or not body[-1].limits.records:
+            return True
         limits = body[-1].limits
-        if not limits.records:
-            return 0
         cdef bytes raw = data if data.__class__ is bytes else bytes(data)
         view = memoryview(raw)
         allowance = Allowance(limits)  # the body's record sets share one
@@ -318,7 +321,7 @@ cdef class RecordColumns:
             where = exchange + (topic, partition)
             given = None if assigned is None else assigned.get((topic, partition), UNKNOWN)
             self._set(raw, view, start, end, where, given, limits, allowance)
-        return 0
+        return True
 
     cdef int _set(self, bytes raw, view, Py_ssize_t pos, Py_ssize_t n, tuple where, assigned,
                   limits, allowance) except -1:
