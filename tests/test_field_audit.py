@@ -276,7 +276,7 @@ def test_partition_errors_come_from_any_error_field_and_commits_get_a_lag(tmp_pa
 
 
 def digest(value):
-    return None if value is None else hashlib.sha256(value).hexdigest()
+    return None if value is None or value is pd.NA else hashlib.sha256(value).hexdigest()
 
 
 @pytest.mark.parametrize("path", RECORDED, ids=[p.stem for p in RECORDED])

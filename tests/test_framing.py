@@ -57,12 +57,14 @@ def check_accounting(framer, items, fed):
     assert framer.bytes_skipped == skipped
     assert framer.frames == sum(isinstance(x, (Frame, CutFrame)) for x in items)
     # Reported pieces tile the stream in order (gap bytes aside); a CutFrame comes out at its
-    # end, after the skipped bytes of its hole.
+    # end, after the skipped bytes of its hole. A gap of unknown size that cuts a frame short
+    # ends it where its bytes ran out: the stream goes on from there (its size prefix, its
+    # bytes captured and those lost in known gaps), not from where its size would end it.
     pos = 0
     for x in items:
         if isinstance(x, CutFrame):
             assert x.offset >= pos - 4 - x.size
-            pos = max(pos, x.offset + 4 + x.size)
+            pos = max(pos, x.offset + 4 + min(x.size, len(x.data) + x.lost))
             continue
         size = 4 + len(x.data) if isinstance(x, Frame) else x.size
         assert x.offset >= pos

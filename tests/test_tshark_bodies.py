@@ -238,7 +238,9 @@ def test_records_and_partitions_tables_agree_with_tshark(sample):
                 )
                 for k, v in zip(keys, f.get("kafka.message_value", ()), strict=True)
             ]
-            assert list(zip(rows.key, rows.value, strict=True)) == theirs
+            keys = rows.key.to_numpy(dtype=object, na_value=None)
+            values = rows.value.to_numpy(dtype=object, na_value=None)
+            assert list(zip(keys, values, strict=True)) == theirs
             stamps = [
                 tshark_compare.tshark_value("date_ms", t) for t in f["kafka.message_timestamp"]
             ]

@@ -200,6 +200,10 @@ def to_pandas(batches, table="pairs"):
 
     schema = SCHEMAS[table]
     data = batches if isinstance(batches, pa.Table) else pa.Table.from_batches(batches, schema)
+    for f in schema:  # a file read back names a list's items as parquet does ("element")
+        at = data.schema.get_field_index(f.name)
+        if at >= 0 and str(data.schema.field(at).type) != str(f.type):  # == ignores names
+            data = data.set_column(at, f.name, data.column(at).cast(f.type))
     df = data.to_pandas(types_mapper=_pandas_types().get)
     for f in schema:
         if f.type == RECORD_TIME and f.name in df:
