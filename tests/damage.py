@@ -841,6 +841,14 @@ class Count:
     touched: int
     ours: dict  # mode -> exchanges the dissector recovered as in the intact capture
     tshark: int  # exchanges tshark recovered (tshark_recovered)
+    # exchanges whose every frame can be found: none lost, or lost only in holes whose place
+    # and size the capture tells, the frame's size prefix and header captured (expectations)
+    findable: int = 0
+
+
+def findable(e: Expectation) -> bool:
+    """Whether every frame of the expected exchange can be found in the damaged copy."""
+    return LOST not in (e.key[7], e.key[8])
 
 
 def versus_tshark(samples, cases, workdir, modes=("port", "auto"), cache=None) -> dict:
@@ -878,5 +886,6 @@ def versus_tshark(samples, cases, workdir, modes=("port", "auto"), cache=None) -
             ours = {m: len(base.exchanges(m)) for m in modes}
         touched = sum(e.touched for e in expected)
         theirs = sum(tshark_recovered(expected, pdus, damaged, base.port))
-        table[(path.stem, case)] = Count(len(expected), touched, ours, theirs)
+        can = sum(findable(e) for e in expected)
+        table[(path.stem, case)] = Count(len(expected), touched, ours, theirs, can)
     return table

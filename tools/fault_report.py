@@ -3,7 +3,9 @@
 Every recorded sample capture is damaged as tests/damage.py describes (drop, reorder,
 duplicate, snap length, mid-stream start); the table counts, per capture and damage, the
 exchanges of the intact capture, those the damage touched (a byte of the request or the
-response missing), and those each tool recovers: the dissector with the same API key,
+response missing), those whose frames can all be found (findable: no byte lost, or lost only
+in holes of known place and size after the frame's size prefix and header), and those each
+tool recovers: the dissector with the same API key,
 version, correlation id, client id, status and frames as in the intact capture (broker port
 given, and found from the traffic), tshark with the request header at the same frame and the
 response at the same frame matched to it.
@@ -46,12 +48,12 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as work:
         table = damage.versus_tshark(samples, cases, Path(work))
     print(
-        "| capture | damage | exchanges | touched | dissector --port | dissector | tshark |\n"
-        "|---|---|---:|---:|---:|---:|---:|"
+        "| capture | damage | exchanges | touched | findable | dissector --port | dissector "
+        "| tshark |\n|---|---|---:|---:|---:|---:|---:|---:|"
     )
-    totals = defaultdict(lambda: [0, 0, 0, 0, 0])
+    totals = defaultdict(lambda: [0, 0, 0, 0, 0, 0])
     for (capture, case), c in table.items():
-        row = (c.exchanges, c.touched, c.ours["port"], c.ours["auto"], c.tshark)
+        row = (c.exchanges, c.touched, c.findable, c.ours["port"], c.ours["auto"], c.tshark)
         totals[case] = [a + b for a, b in zip(totals[case], row, strict=True)]
         if args.per_capture:
             print(f"| {capture} | {case} | " + " | ".join(map(str, row)) + " |")
