@@ -185,3 +185,21 @@ def test_the_record_sets_of_a_body_written_as_text_share_one_allowance():
     body = messages.decode_body(PRODUCE, "request", 7, raw, 0, Context(records))
     as_dicts = [p["Records"]["batches"][0]["status"] for p in body["TopicData"][0]["PartitionData"]]
     assert as_dicts == statuses
+
+
+@pytest.mark.parametrize("name", ["plain", "two batches", "gzip", "lz4 and zstd", "transactional"])
+def test_records_in_full_are_written_from_their_bytes(name, monkeypatch):
+    """Data batches whose records all parse are written with their records straight from
+    the bytes, decompressed where they are compressed: the record decoder is not called (the
+    text is the dict path's, byte for byte)."""
+    from dissector.protocol.records import record_set
+
+    records = Options(records="full").record_decoder()
+    raw = produce(record_sets()[name])
+    expected = dict_text(PRODUCE, "request", 9, raw, 0, records)
+
+    def refused(self, raw, ctx=None):
+        raise AssertionError("the record decoder was called")
+
+    monkeypatch.setattr(record_set.RecordSets, "__call__", refused)
+    assert write(PRODUCE, "request", 9, raw, 0, records) == expected

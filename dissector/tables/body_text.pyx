@@ -8,9 +8,11 @@ decode program (protocol/decoder.py) is read again, from the scanned bytes, into
 text, byte for byte, with nothing built in between: lengths and integers are read and
 printed in C, keys are written as they were encoded once per message version.
 
-What this writer does not spell itself, the dict path writes. A record set other than magic
-2 batch headers that decode cleanly (full records, batches to decompress, errors, magic 0
-and 1 message sets) is decoded by the session's record decoder and serialized in its place;
+What this writer does not spell itself, the dict path writes. Record sets of magic 2 batches
+are written from their bytes: their headers, and with `records="full"` the records of data
+batches, decompressed into the body's allowance, when every record parses. Any other record
+set (control batches, batches to decompress for their size only, errors, magic 0 and 1
+message sets) is decoded by the session's record decoder and serialized in its place;
 strings that need escaping and float64 values go through orjson one at a time. A body with
 bytes after its last field, or one the decoder would not read, is left whole to the caller:
 `write` returns None, and the caller decodes it and serializes the dict. Lengths and tagged
@@ -37,7 +39,8 @@ from ..errors import DecodeError
 from ..protocol.decoder import OPCODES
 from ..protocol.messages import decode_program
 from ..protocol.primitives import tagged_fields, uuid_text
-from ..protocol.records.common import CODEC_NAMES
+from ..protocol.records.common import CODEC_NAMES, Allowance, BatchError
+from ..protocol.records.compression import decompress
 from ..protocol.records.crc import crc32c
 from ..protocol.records.record_set import RecordSets
 from .bodies import body_utf8
@@ -444,7 +447,7 @@ cdef int _record_set(_Text out, bytes raw, const unsigned char *p, Py_ssize_t st
     decoder = records.records
     if decoder.__class__ is RecordSets:
         limits = decoder.limits
-        if not limits.records and _batch_headers(out, raw, p, start, stop, limits):
+        if _batch_headers(out, raw, p, start, stop, limits, records):
             return 0
     out.n = mark  # the record decoder's own dict, serialized
     text = body_utf8(decoder(raw[start:stop], records))
@@ -452,12 +455,31 @@ cdef int _record_set(_Text out, bytes raw, const unsigned char *p, Py_ssize_t st
 
 
 cdef bint _batch_headers(_Text out, bytes raw, const unsigned char *p, Py_ssize_t start,
-                         Py_ssize_t stop, object limits) except -1:
-    """A record set of magic 2 batches without their records (record_set.py), written;
-    False, partly written, where it holds anything else."""
+                         Py_ssize_t stop, object limits, _BodyRecords records) except -1:
+    """A record set of magic 2 batches (record_set.py), written: without their records, or,
+    when the limits want them, data batches with every record parsed; False, partly
+    written, where it holds anything else (what the body may still decompress to is then
+    as it was: the dict path decodes the set again)."""
     cdef Py_ssize_t pos = start, end, length, left = 0
     cdef bint first = True
     view = memoryview(raw)
+    allowance = None
+    if limits.records:
+        if records.allowance is None:
+            records.allowance = Allowance(limits)
+        allowance = records.allowance
+        before = (allowance.left, allowance.out, allowance.taken)
+    if not _batches(out, raw, p, start, stop, limits, allowance, view):
+        if allowance is not None:
+            allowance.left, allowance.out, allowance.taken = before
+        return False
+    return True
+
+
+cdef bint _batches(_Text out, bytes raw, const unsigned char *p, Py_ssize_t start,
+                   Py_ssize_t stop, object limits, object allowance, object view) except -1:
+    cdef Py_ssize_t pos = start, end, length, left = 0
+    cdef bint first = True
     out.put_bytes(b'{"size":')
     out.integer(stop - start)
     out.put_bytes(b',"batches":[')
@@ -477,7 +499,10 @@ cdef bint _batch_headers(_Text out, bytes raw, const unsigned char *p, Py_ssize_
         if not first:
             out.char(b",")
         first = False
-        if not _batch_header(out, view, p, pos, end, limits):
+        if allowance is None:
+            if not _batch_header(out, view, p, pos, end, limits):
+                return False
+        elif not _batch_full(out, raw, view, p, pos, end, limits, allowance):
             return False
         pos = end
     out.put_bytes(b'],"truncated":')
@@ -524,7 +549,6 @@ cdef bint _batch_header(_Text out, object view, const unsigned char *p, Py_ssize
     """A magic 2 batch at p[pos:end] as batch.decode_batch makes it without records, written;
     False where that holds more than its header (an error, decompression)."""
     cdef int attributes, codec, count
-    cdef uint64_t crc
     cdef Py_ssize_t size = end - pos - _BATCH_HEADER
     if size < 0:
         return False
@@ -533,7 +557,22 @@ cdef bint _batch_header(_Text out, object view, const unsigned char *p, Py_ssize
     count = <int>_be(p, pos + 57, 4)
     if count < 0 or count > limits.max_records or codec and limits.decompress:
         return False
-    crc = _be(p, pos + 17, 4)
+    _batch_fields(out, view, p, pos, end, attributes)
+    out.put_bytes(b',"records":[],"status":"ok","error":null,"compressed_size":')
+    out.integer(size)
+    out.put_bytes(b',"uncompressed_size":')
+    if codec:
+        out.null()
+    else:
+        out.integer(size)
+    out.char(b"}")
+    return True
+
+
+cdef int _batch_fields(_Text out, object view, const unsigned char *p, Py_ssize_t pos,
+                       Py_ssize_t end, int attributes) except -1:
+    """A batch header's fields, from magic to record_count, as decode_batch gives them."""
+    cdef uint64_t crc = _be(p, pos + 17, 4)
     _integers(out, p, pos, 0, 3)
     out.put_bytes(b',"crc":')
     out.integer(crc)
@@ -542,7 +581,7 @@ cdef bint _batch_header(_Text out, object view, const unsigned char *p, Py_ssize
     out.put_bytes(b',"attributes":')
     out.integer(attributes)
     out.put_bytes(b',"compression":')
-    out.text(CODEC_NAMES[codec])
+    out.text(CODEC_NAMES[attributes & 0x07])
     if attributes & 0x08:
         out.put_bytes(b',"timestamp_type":"log_append"')
     else:
@@ -553,16 +592,153 @@ cdef bint _batch_header(_Text out, object view, const unsigned char *p, Py_ssize
     out.boolean(attributes & 0x20)
     out.put_bytes(b',"has_delete_horizon":')
     out.boolean(attributes & 0x40)
-    _integers(out, p, pos, 3, 10)
-    out.put_bytes(b',"records":[],"status":"ok","error":null,"compressed_size":')
+    return _integers(out, p, pos, 3, 10)
+
+
+cdef bint _batch_full(_Text out, bytes raw, object view, const unsigned char *p,
+                      Py_ssize_t pos, Py_ssize_t end, object limits, object allowance) except -1:
+    """A magic 2 data batch with its records, as decode_batch makes it when every record
+    parses; False where it does not, or where the batch is a control batch, or holds
+    anything decode_batch would report (the dict path then writes the set)."""
+    cdef int attributes, codec
+    cdef int64_t count, i
+    cdef Py_ssize_t size = end - pos - _BATCH_HEADER, start, stop, q
+    cdef const unsigned char *d
+    if size < 0:
+        return False
+    attributes = <short>_be(p, pos + 21, 2)
+    codec = attributes & 0x07
+    count = <int>_be(p, pos + 57, 4)
+    if attributes & 0x20 or count < 0 or count > limits.max_records:
+        return False
+    if codec:
+        try:
+            data = decompress(codec, view[pos + _BATCH_HEADER : end], limits, allowance)
+        except BatchError:
+            return False
+        start, stop = 0, len(data)
+    else:
+        data, start, stop = raw, pos + _BATCH_HEADER, end
+    if count > (stop - start) // 7:
+        return False
+    _batch_fields(out, view, p, pos, end, attributes)
+    out.put_bytes(b',"records":[')
+    d = <const unsigned char *>PyBytes_AS_STRING(data)
+    q = start
+    base_offset = <int64_t>_be(p, pos, 8)
+    base_ts = <int64_t>_be(p, pos + 27, 8)
+    fixed = attributes & 0x08 != 0
+    max_ts = <int64_t>_be(p, pos + 35, 8)
+    for i in range(count):
+        if i:
+            out.char(b",")
+        q = _record(out, data, d, q, stop, base_offset, max_ts if fixed else base_ts, fixed)
+        if q < 0:
+            return False
+    if q != stop:
+        return False
+    out.put_bytes(b'],"status":"ok","error":null,"compressed_size":')
     out.integer(size)
     out.put_bytes(b',"uncompressed_size":')
-    if codec:
-        out.null()
-    else:
-        out.integer(size)
+    out.integer(stop - start)
     out.char(b"}")
     return True
+
+
+cdef inline Py_ssize_t _zigzag(const unsigned char *d, Py_ssize_t q, Py_ssize_t end,
+                               int64_t *out, int most) noexcept:
+    """A zig-zag varint of at most `most` bytes at d[q]; where it ends, or -1."""
+    cdef uint64_t v = 0
+    cdef int shift = 0
+    cdef unsigned char c
+    while True:
+        if q >= end:
+            return -1
+        c = d[q]
+        q += 1
+        if shift < 64:
+            v |= (<uint64_t>(c & 0x7F)) << shift
+        if not c & 0x80:
+            break
+        shift += 7
+        if shift >= 7 * most:
+            return -1
+    out[0] = <int64_t>((v >> 1) ^ (<uint64_t>0 - (v & 1)))
+    return q
+
+
+cdef Py_ssize_t _record(_Text out, bytes data, const unsigned char *d, Py_ssize_t q,
+                        Py_ssize_t end, int64_t base_offset, int64_t ts, bint fixed) except -2:
+    """One record (batch.parse_records) as its dict's JSON text; where it ends, or -1 where
+    it does not parse (what is written then is dropped)."""
+    cdef int64_t size, ts_delta, offset_delta, n, count, j
+    cdef Py_ssize_t rend
+    cdef int attributes
+    q = _zigzag(d, q, end, &size, 5)
+    if q < 0 or size < 0 or size > end - q:
+        return -1
+    rend = q + size
+    if q >= end:
+        return -1
+    attributes = d[q]
+    q = _zigzag(d, q + 1, end, &ts_delta, 10)
+    if q < 0:
+        return -1
+    q = _zigzag(d, q, end, &offset_delta, 5)
+    if q < 0:
+        return -1
+    out.put_bytes(b'{"offset":')
+    out.integer(base_offset + offset_delta)
+    out.put_bytes(b',"timestamp":')
+    out.integer(ts if fixed else ts + ts_delta)
+    out.put_bytes(b',"attributes":')
+    out.integer(attributes - 256 if attributes > 127 else attributes)
+    out.put_bytes(b',"key":')
+    q = _blob(out, data, d, q, rend, end)
+    if q < 0:
+        return -1
+    out.put_bytes(b',"value":')
+    q = _blob(out, data, d, q, rend, end)
+    if q < 0:
+        return -1
+    q = _zigzag(d, q, end, &count, 5)
+    if q < 0 or count < 0 or (count and count > (rend - q) // 2):
+        return -1
+    out.put_bytes(b',"headers":[')
+    for j in range(count):
+        if j:
+            out.char(b",")
+        q = _zigzag(d, q, end, &n, 5)
+        if q < 0 or n < 0 or n > rend - q:
+            return -1
+        out.char(b"[")
+        out.string(d, q, q + n)
+        q += n
+        out.char(b",")
+        q = _blob(out, data, d, q, rend, end)
+        if q < 0:
+            return -1
+        out.char(b"]")
+    if q != rend:
+        return -1
+    out.put_bytes(b"]}")
+    return q
+
+
+cdef Py_ssize_t _blob(_Text out, bytes data, const unsigned char *d, Py_ssize_t q,
+                      Py_ssize_t rend, Py_ssize_t end) except -2:
+    """A varint length and the bytes it counts (null for -1), as base64; where they end."""
+    cdef int64_t n
+    q = _zigzag(d, q, end, &n, 5)
+    if q < 0 or n < -1 or n > rend - q:
+        return -1
+    if n < 0:
+        out.null()
+        return q
+    out.char(b'"')
+    out.put_bytes(binascii.b2a_base64(data[q : q + n], newline=False))
+    out.char(b'"')
+    return q + n
 
 
 # --- the entry ------------------------------------------------------------------------------
