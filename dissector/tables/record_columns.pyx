@@ -7,9 +7,10 @@ magic 2 batch's records are read in C from the body's bytes (the scan noted wher
 record set lies, under which topic and partition) into growing column buffers: offsets,
 timestamps and sequences as int64, keys, values and headers as Arrow's offsets and bytes.
 What is the same for every record of a batch (the exchange's columns, the topic, partition
-and batch header) is kept once a batch, as a run, and repeated by Arrow when a batch of rows
-is made. Memory is the rows of one Arrow batch (BATCH_ROWS, or BATCH_BYTES of keys and
-values) and the one Kafka batch being read, decompressed.
+and batch header) is kept once a run of rows, and repeated by Arrow's `take` when a batch of
+rows is made. Memory is the rows of one Arrow batch (max_rows, or max_bytes of keys and
+values: arrow.RECORD_ROWS and RECORD_BYTES) and the one Kafka batch being read,
+decompressed. The record sets of topic-partitions a filter leaves out are not read at all.
 
 What it does not read itself goes through the rows path, row by row into the same buffers:
 control batches (transaction markers), magic 0 and 1 message sets, 0.7 exchanges, bodies
