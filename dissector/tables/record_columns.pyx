@@ -570,7 +570,9 @@ cdef class RecordColumns:
     cdef object _batch(self):
         cdef Py_ssize_t n = self.rows
         counts = np.frombuffer(self.run_rows.take(), dtype=np.int64)
-        which = pa.array(np.repeat(np.arange(len(self.runs), dtype=np.int64), counts))
+        # The run of each row, as Arrow's buffers (pa.array would load pandas: 150 ms).
+        runs = np.repeat(np.arange(len(self.runs), dtype=np.int64), counts)
+        which = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(runs)])
         per_batch = dict(zip(BATCH_COLUMNS, zip(*self.runs), strict=True))
         self.runs = []
         header_starts = self.header_starts.take()
