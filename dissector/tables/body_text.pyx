@@ -29,6 +29,7 @@ from dissector.protocol.primitives cimport read_length
 from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memmove
+from dissector.tables.varint cimport zigzag
 
 import binascii
 import struct
@@ -645,28 +646,6 @@ cdef bint _batch_full(_Text out, bytes raw, object view, const unsigned char *p,
     return True
 
 
-cdef inline Py_ssize_t _zigzag(const unsigned char *d, Py_ssize_t q, Py_ssize_t end,
-                               int64_t *out, int most) noexcept:
-    """A zig-zag varint of at most `most` bytes at d[q]; where it ends, or -1."""
-    cdef uint64_t v = 0
-    cdef int shift = 0
-    cdef unsigned char c
-    while True:
-        if q >= end:
-            return -1
-        c = d[q]
-        q += 1
-        if shift < 64:
-            v |= (<uint64_t>(c & 0x7F)) << shift
-        if not c & 0x80:
-            break
-        shift += 7
-        if shift >= 7 * most:
-            return -1
-    out[0] = <int64_t>((v >> 1) ^ (<uint64_t>0 - (v & 1)))
-    return q
-
-
 cdef Py_ssize_t _record(_Text out, bytes data, const unsigned char *d, Py_ssize_t q,
                         Py_ssize_t end, int64_t base_offset, int64_t ts, bint fixed) except -2:
     """One record (batch.parse_records) as its dict's JSON text; where it ends, or -1 where
@@ -674,17 +653,17 @@ cdef Py_ssize_t _record(_Text out, bytes data, const unsigned char *d, Py_ssize_
     cdef int64_t size, ts_delta, offset_delta, n, count, j
     cdef Py_ssize_t rend
     cdef int attributes
-    q = _zigzag(d, q, end, &size, 5)
+    q = zigzag(d, q, end, &size, 5)
     if q < 0 or size < 0 or size > end - q:
         return -1
     rend = q + size
     if q >= end:
         return -1
     attributes = d[q]
-    q = _zigzag(d, q + 1, end, &ts_delta, 10)
+    q = zigzag(d, q + 1, end, &ts_delta, 10)
     if q < 0:
         return -1
-    q = _zigzag(d, q, end, &offset_delta, 5)
+    q = zigzag(d, q, end, &offset_delta, 5)
     if q < 0:
         return -1
     out.put_bytes(b'{"offset":')
@@ -701,14 +680,14 @@ cdef Py_ssize_t _record(_Text out, bytes data, const unsigned char *d, Py_ssize_
     q = _blob(out, data, d, q, rend, end)
     if q < 0:
         return -1
-    q = _zigzag(d, q, end, &count, 5)
+    q = zigzag(d, q, end, &count, 5)
     if q < 0 or count < 0 or (count and count > (rend - q) // 2):
         return -1
     out.put_bytes(b',"headers":[')
     for j in range(count):
         if j:
             out.char(b",")
-        q = _zigzag(d, q, end, &n, 5)
+        q = zigzag(d, q, end, &n, 5)
         if q < 0 or n < 0 or n > rend - q:
             return -1
         out.char(b"[")
@@ -729,7 +708,7 @@ cdef Py_ssize_t _blob(_Text out, bytes data, const unsigned char *d, Py_ssize_t 
                       Py_ssize_t rend, Py_ssize_t end) except -2:
     """A varint length and the bytes it counts (null for -1), as base64; where they end."""
     cdef int64_t n
-    q = _zigzag(d, q, end, &n, 5)
+    q = zigzag(d, q, end, &n, 5)
     if q < 0 or n < -1 or n > rend - q:
         return -1
     if n < 0:

@@ -26,6 +26,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdint cimport int16_t, int32_t, int64_t, uint64_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy
+from dissector.tables.varint cimport zigzag
 
 import numpy as np
 import pyarrow as pa
@@ -221,33 +222,11 @@ cdef struct Walk:
     bint has_fixed_ts, has_seq, has_shift
 
 
-cdef inline Py_ssize_t _varint(const unsigned char *b, Py_ssize_t p, Py_ssize_t end,
-                               int64_t *out, int most) noexcept nogil:
-    """A zig-zag varint of at most `most` bytes at b[p]; where it ends, or -1."""
-    cdef uint64_t v = 0
-    cdef int shift = 0
-    cdef unsigned char c
-    while True:
-        if p >= end:
-            return -1
-        c = b[p]
-        p += 1
-        if shift < 64:
-            v |= (<uint64_t>(c & 0x7F)) << shift
-        if not c & 0x80:
-            break
-        shift += 7
-        if shift >= 7 * most:
-            return -1
-    out[0] = <int64_t>((v >> 1) ^ (<uint64_t>0 - (v & 1)))
-    return p
-
-
 cdef inline Py_ssize_t _blob(const unsigned char *b, Py_ssize_t p, Py_ssize_t rend,
                              Py_ssize_t end, int64_t *n) noexcept nogil:
     """A varint length (-1: null) and the bytes it counts, within the record; where they end,
     or -1."""
-    p = _varint(b, p, end, n, 5)
+    p = zigzag(b, p, end, n, 5)
     if p < 0 or n[0] < -1 or n[0] > rend - p:
         return -1
     return p + (n[0] if n[0] > 0 else 0)
@@ -440,14 +419,14 @@ cdef class RecordColumns:
         cdef Py_ssize_t budget = self.max_bytes - self._bytes() if keep else 0
         while w.i < until:
             w.p = p  # where record w.i starts, to come back to
-            p = _varint(b, p, end, &size, 5)
+            p = zigzag(b, p, end, &size, 5)
             if p < 0 or size < 0 or size > end - p:
                 break
             rend = p + size
-            q = _varint(b, p + 1, end, &ts_delta, 10)  # after the attributes byte
+            q = zigzag(b, p + 1, end, &ts_delta, 10)  # after the attributes byte
             if q < 0:
                 break
-            q = _varint(b, q, end, &offset_delta, 5)
+            q = zigzag(b, q, end, &offset_delta, 5)
             if q < 0:
                 break
             kp = q
@@ -458,12 +437,12 @@ cdef class RecordColumns:
             q = _blob(b, q, rend, end, &vlen)
             if q < 0:
                 break
-            q = _varint(b, q, end, &nh, 5)
+            q = zigzag(b, q, end, &nh, 5)
             if q < 0 or nh < 0 or (nh and nh > (rend - q) // 2):
                 break
             hp = q
             for j in range(nh):
-                q = _varint(b, q, end, &hk, 5)
+                q = zigzag(b, q, end, &hk, 5)
                 if q < 0 or hk < 0 or hk > rend - q:
                     q = -1
                     break
@@ -497,26 +476,26 @@ cdef class RecordColumns:
             self.sequences.add(w.seq0 + offset_delta)
         else:
             self.sequences.null()
-        q = _varint(b, kp, w.end, &n, 5)
+        q = zigzag(b, kp, w.end, &n, 5)
         if n < 0:
             self.keys.null()
         else:
             self.keys.add(b + q, n)
-        q = _varint(b, vp, w.end, &n, 5)
+        q = zigzag(b, vp, w.end, &n, 5)
         if n < 0:
             self.values.null()
         else:
             self.values.add(b + q, n)
         q = hp  # the first header, after their count
         for j in range(nh):
-            q = _varint(b, q, w.end, &n, 5)
+            q = zigzag(b, q, w.end, &n, 5)
             if _ascii(b + q, n):
                 self.header_keys.add(b + q, n)
             else:  # as the rows path reads a header key: UTF-8, errors replaced
                 text = PyBytes_FromStringAndSize(<const char *>b + q, n)
                 self.header_keys.add_py(text.decode("utf-8", "replace"))
             q += n
-            q = _varint(b, q, w.end, &n, 5)
+            q = zigzag(b, q, w.end, &n, 5)
             if n < 0:
                 self.header_values.null()
             else:

@@ -212,7 +212,6 @@ def parse_records(buf, p, end, count, base_offset, base_ts, fixed_ts, control, o
     Single-byte varints, the common case in small records, are decoded inline (about 10%
     faster in this loop, the hot one of the package).
     """
-    varint, varlong = _varint, _varlong
     append = out.append
     try:
         for i in range(count):
@@ -221,7 +220,7 @@ def parse_records(buf, p, end, count, base_offset, base_ts, fixed_ts, control, o
                 size = (b >> 1) ^ -(b & 1)
                 p += 1
             else:
-                size, p = varint(buf, p)
+                size, p = _varint(buf, p)
             if size < 0 or size > end - p:
                 raise Corrupt(f"record {i}: length {size} with {end - p} bytes left")
             rend = p + size
@@ -231,19 +230,19 @@ def parse_records(buf, p, end, count, base_offset, base_ts, fixed_ts, control, o
                 ts_delta = (b >> 1) ^ -(b & 1)
                 p += 2
             else:
-                ts_delta, p = varlong(buf, p + 1)
+                ts_delta, p = _varlong(buf, p + 1)
             b = buf[p]
             if b < 0x80:
                 offset_delta = (b >> 1) ^ -(b & 1)
                 p += 1
             else:
-                offset_delta, p = varint(buf, p)
+                offset_delta, p = _varint(buf, p)
             b = buf[p]
             if b < 0x80:
                 n = (b >> 1) ^ -(b & 1)
                 p += 1
             else:
-                n, p = varint(buf, p)
+                n, p = _varint(buf, p)
             if n < 0:
                 if n != -1:
                     raise Corrupt(f"record {i}: key length {n}")
@@ -258,7 +257,7 @@ def parse_records(buf, p, end, count, base_offset, base_ts, fixed_ts, control, o
                 n = (b >> 1) ^ -(b & 1)
                 p += 1
             else:
-                n, p = varint(buf, p)
+                n, p = _varint(buf, p)
             if n < 0:
                 if n != -1:
                     raise Corrupt(f"record {i}: value length {n}")
@@ -268,7 +267,7 @@ def parse_records(buf, p, end, count, base_offset, base_ts, fixed_ts, control, o
             else:
                 value = buf[p : p + n]
                 p += n
-            n, p = varint(buf, p)
+            n, p = _varint(buf, p)
             if n == 0:
                 headers = []
             elif n < 0 or n > (rend - p) // 2:  # a header takes at least 2 bytes
