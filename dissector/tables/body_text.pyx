@@ -612,6 +612,8 @@ cdef bint _batch_full(_Text out, bytes raw, object view, const unsigned char *p,
     count = <int>_be(p, pos + 57, 4)
     if attributes & 0x20 or count < 0 or count > limits.max_records:
         return False
+    if codec and not limits.decompress:
+        return False  # the dict path gives the batch without its records
     if codec:
         try:
             data = decompress(codec, view[pos + _BATCH_HEADER : end], limits, allowance)
