@@ -404,25 +404,26 @@ def reset_after(packets, number, sender) -> Damaged:
     return Damaged("reset", out, origin, lost)
 
 
-def _tcp_start(head):
-    """Where the TCP header starts in an Ethernet packet's bytes (IPv4 or IPv6)."""
+def _ip_start(head):
+    """(where the IP header starts in an Ethernet packet's bytes, its EtherType), VLAN tags
+    stepped over."""
     pos = 12
     etype = struct.unpack_from(">H", head, pos)[0]
     while etype in (0x8100, 0x88A8):
         pos += 4
         etype = struct.unpack_from(">H", head, pos)[0]
-    pos += 2
+    return pos + 2, etype
+
+
+def _tcp_start(head):
+    """Where the TCP header starts in an Ethernet packet's bytes (IPv4 or IPv6)."""
+    pos, etype = _ip_start(head)
     return pos + (head[pos] & 0x0F) * 4 if etype == 0x0800 else pos + 40
 
 
 def _set_ip_length(head, tcp_at, end):
     """The IP length field of a packet whose bytes now end at `end` (no payload)."""
-    pos = 12
-    etype = struct.unpack_from(">H", head, pos)[0]
-    while etype in (0x8100, 0x88A8):
-        pos += 4
-        etype = struct.unpack_from(">H", head, pos)[0]
-    pos += 2
+    pos, etype = _ip_start(head)
     if etype == 0x0800:
         struct.pack_into(">H", head, pos + 2, end - pos)
     else:

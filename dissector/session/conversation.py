@@ -114,7 +114,7 @@ class Conversation:
         return out
 
     def _plain(self, side, data, frame, ts, start):
-        out = []
+        out = ()  # no list made for a packet of a connection whose client side is known
         if self.answering is not None:
             if self.conn.client_side is None:
                 # First as the broker's: an answer decides, and its framer is then this side's.

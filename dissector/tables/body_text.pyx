@@ -29,7 +29,7 @@ from dissector.protocol.primitives cimport read_length
 from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memmove
-from dissector.tables.varint cimport zigzag
+from dissector.tables.wire cimport be, zigzag
 
 import binascii
 import struct
@@ -259,14 +259,6 @@ cdef _Text _TEXT = _Text()  # reused: the text of one body at a time, then copie
 # --- reading --------------------------------------------------------------------------------
 
 
-cdef inline uint64_t _be(const unsigned char *p, Py_ssize_t pos, int size):
-    cdef uint64_t v = 0
-    cdef int i
-    for i in range(size):
-        v = v << 8 | p[pos + i]
-    return v
-
-
 cdef Py_ssize_t _fixed(_Text out, int kind, bytes raw, const unsigned char *p, Py_ssize_t pos,
                        Py_ssize_t end) except -1:
     """One fixed-width value at p[pos]; the position after it."""
@@ -281,7 +273,7 @@ cdef Py_ssize_t _fixed(_Text out, int kind, bytes raw, const unsigned char *p, P
     elif kind == BOOL:
         out.boolean(p[pos] != 0)
     else:
-        v = _be(p, pos, size)
+        v = be(p, pos, size)
         if kind == INT8:
             out.integer(<signed char>v)
         elif kind == INT16:
@@ -488,7 +480,7 @@ cdef bint _batches(_Text out, bytes raw, const unsigned char *p, Py_ssize_t star
         if stop - pos < _LOG_OVERHEAD:
             left = stop - pos
             break
-        length = <int>_be(p, pos + 8, 4)
+        length = <int>be(p, pos + 8, 4)
         if length < 0:
             return False
         end = pos + _LOG_OVERHEAD + length
@@ -541,7 +533,7 @@ cdef int _integers(_Text out, const unsigned char *p, Py_ssize_t pos, int first,
     for i in range(first, last):
         shift = 64 - 8 * _SIZE[i]
         out.put_bytes(<bytes>_KEYS[i])
-        out.integer(<int64_t>(_be(p, pos + _AT[i], _SIZE[i]) << shift) >> shift)
+        out.integer(<int64_t>(be(p, pos + _AT[i], _SIZE[i]) << shift) >> shift)
     return 0
 
 
@@ -553,9 +545,9 @@ cdef bint _batch_header(_Text out, object view, const unsigned char *p, Py_ssize
     cdef Py_ssize_t size = end - pos - _BATCH_HEADER
     if size < 0:
         return False
-    attributes = <short>_be(p, pos + 21, 2)
+    attributes = <short>be(p, pos + 21, 2)
     codec = attributes & 0x07
-    count = <int>_be(p, pos + 57, 4)
+    count = <int>be(p, pos + 57, 4)
     if count < 0 or count > limits.max_records or codec and limits.decompress:
         return False
     _batch_fields(out, view, p, pos, end, attributes)
@@ -573,7 +565,7 @@ cdef bint _batch_header(_Text out, object view, const unsigned char *p, Py_ssize
 cdef int _batch_fields(_Text out, object view, const unsigned char *p, Py_ssize_t pos,
                        Py_ssize_t end, int attributes) except -1:
     """A batch header's fields, from magic to record_count, as decode_batch gives them."""
-    cdef uint64_t crc = _be(p, pos + 17, 4)
+    cdef uint64_t crc = be(p, pos + 17, 4)
     _integers(out, p, pos, 0, 3)
     out.put_bytes(b',"crc":')
     out.integer(crc)
@@ -607,9 +599,9 @@ cdef bint _batch_full(_Text out, bytes raw, object view, const unsigned char *p,
     cdef const unsigned char *d
     if size < 0:
         return False
-    attributes = <short>_be(p, pos + 21, 2)
+    attributes = <short>be(p, pos + 21, 2)
     codec = attributes & 0x07
-    count = <int>_be(p, pos + 57, 4)
+    count = <int>be(p, pos + 57, 4)
     if attributes & 0x20 or count < 0 or count > limits.max_records:
         return False
     if codec and not limits.decompress:
@@ -628,10 +620,10 @@ cdef bint _batch_full(_Text out, bytes raw, object view, const unsigned char *p,
     out.put_bytes(b',"records":[')
     d = <const unsigned char *>PyBytes_AS_STRING(data)
     q = start
-    base_offset = <int64_t>_be(p, pos, 8)
-    base_ts = <int64_t>_be(p, pos + 27, 8)
+    base_offset = <int64_t>be(p, pos, 8)
+    base_ts = <int64_t>be(p, pos + 27, 8)
     fixed = attributes & 0x08 != 0
-    max_ts = <int64_t>_be(p, pos + 35, 8)
+    max_ts = <int64_t>be(p, pos + 35, 8)
     for i in range(count):
         if i:
             out.char(b",")

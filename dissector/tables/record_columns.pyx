@@ -26,7 +26,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdint cimport int16_t, int32_t, int64_t, uint64_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy
-from dissector.tables.varint cimport zigzag
+from dissector.tables.wire cimport be, zigzag
 
 import numpy as np
 import pyarrow as pa
@@ -46,6 +46,7 @@ from .records import (
     assigned_offsets,
     batch_rows,
     exchange_records,
+    first_and_last,
     offset_shift,
 )
 from .schema import RECORDS
@@ -312,8 +313,7 @@ cdef class RecordColumns:
         cdef Py_ssize_t end
         cdef int magic
         while n - pos >= LOG_OVERHEAD:
-            length = (<int32_t>((b[pos + 8] << 24) | (b[pos + 9] << 16) | (b[pos + 10] << 8)
-                                | b[pos + 11]))
+            length = <int32_t>be(b, pos + 8, 4)
             end = pos + LOG_OVERHEAD + length
             if length < 0 or end > n:
                 break  # no way on, or the part of a batch a fetch response may end in
@@ -324,13 +324,13 @@ cdef class RecordColumns:
                 )
             elif magic == 2:  # a control batch (its markers), or one too short for a header
                 batch, data, start, stop = open_batch(raw, view, pos, end, limits, allowance)
-                shift, assigned = offset_shift(assigned, batch)
+                shift, assigned = offset_shift(assigned, *first_and_last(batch))
                 if data is not None:
                     read_records(batch, data, start, stop)
                     self._rows(batch_rows(_base(where), batch, shift))
             elif magic in (0, 1):
                 batch = decode_message(raw, pos, end, limits, allowance)
-                shift, assigned = offset_shift(assigned, batch)
+                shift, assigned = offset_shift(assigned, *first_and_last(batch))
                 self._rows(batch_rows(_base(where), batch, shift))
             pos = end
         return 0
@@ -341,19 +341,13 @@ cdef class RecordColumns:
         batch.open_batch reads it (a batch it would give no records gets no rows); returns
         the offset assigned to the next batch (records.offset_shift)."""
         cdef Walk w
-        cdef int attributes = <int16_t>_be(b, pos + 21, 2)
+        cdef int attributes = <int16_t>be(b, pos + 21, 2)
         cdef int codec = attributes & 0x07
-        cdef int64_t lod = <int32_t>_be(b, pos + 23, 4)
+        cdef int64_t lod = <int32_t>be(b, pos + 23, 4)
         cdef Py_ssize_t start, stop
-        w.base_offset = <int64_t>_be(b, pos, 8)
-        w.count = <int32_t>_be(b, pos + 57, 4)
-        if assigned is UNKNOWN:
-            shift = None
-        elif assigned is None:
-            shift = 0
-        else:
-            shift = assigned - w.base_offset
-            assigned = assigned + lod + 1
+        w.base_offset = <int64_t>be(b, pos, 8)
+        w.count = <int32_t>be(b, pos + 57, 4)
+        shift, assigned = offset_shift(assigned, w.base_offset, lod)
         if w.count < 0 or w.count > limits.max_records or codec and not limits.decompress:
             return assigned
         if codec:
@@ -366,18 +360,18 @@ cdef class RecordColumns:
             data, start, stop = raw, pos + _HEADER, end
         if w.count > (stop - start) // _MIN_RECORD:
             return assigned
-        crc_ok = crc32c(view[pos + _CRC_START : end]) == _be(b, pos + 17, 4)
-        w.base_ts = <int64_t>_be(b, pos + 27, 8)
+        crc_ok = crc32c(view[pos + _CRC_START : end]) == be(b, pos + 17, 4)
+        w.base_ts = <int64_t>be(b, pos + 27, 8)
         w.has_fixed_ts = attributes & _LOG_APPEND != 0
-        w.fixed_ts = <int64_t>_be(b, pos + 35, 8)
-        w.seq0 = <int32_t>_be(b, pos + 53, 4)
+        w.fixed_ts = <int64_t>be(b, pos + 35, 8)
+        w.seq0 = <int32_t>be(b, pos + 53, 4)
         w.has_seq = w.seq0 >= 0
         w.has_shift = shift is not None
         w.shift = shift if shift is not None else 0
         self._records(data, start, stop, &w, where + (
             "log_append" if w.has_fixed_ts else "create",
-            <int64_t>_be(b, pos + 43, 8),
-            <int16_t>_be(b, pos + 51, 2),
+            <int64_t>be(b, pos + 43, 8),
+            <int16_t>be(b, pos + 51, 2),
             2,
             CODEC_NAMES[codec],
             attributes & _TRANSACTIONAL != 0,
@@ -586,15 +580,6 @@ cdef class RecordColumns:
         self.rows = 0
         self.headers = 0
         return pa.RecordBatch.from_arrays(arrays, schema=RECORDS)
-
-
-cdef inline uint64_t _be(const unsigned char *p, Py_ssize_t at, int n) noexcept nogil:
-    """An unsigned big-endian integer of n bytes at p[at]."""
-    cdef uint64_t v = 0
-    cdef int i
-    for i in range(n):
-        v = v << 8 | p[at + i]
-    return v
 
 
 cdef inline bint _ascii(const unsigned char *p, int64_t n) noexcept nogil:

@@ -24,19 +24,23 @@ def _batch_rows(base, batches, assigned=None):
     """Rows of the records of batches. assigned: for records sent in a Produce request, the
     base offset the broker gave them (UNKNOWN: none), replacing the client's placeholders."""
     for batch in batches:
-        shift, assigned = offset_shift(assigned, batch)
+        shift, assigned = offset_shift(assigned, *first_and_last(batch))
         yield from batch_rows(base, batch, shift)
 
 
-def offset_shift(assigned, batch):
-    """(what to add to the batch's record offsets, None: they are unknown; the assigned
-    offset of the next batch). assigned: see _batch_rows."""
+def first_and_last(batch):
+    """A decoded batch's base offset (None for magic 0/1) and last offset delta."""
+    return batch.get("base_offset"), batch.get("last_offset_delta") or 0
+
+
+def offset_shift(assigned, first, last_delta):
+    """(what to add to the offsets of the batch whose base offset is `first`, None: they are
+    unknown; the assigned offset of the next batch). assigned: see _batch_rows."""
     if assigned is UNKNOWN:
         return None, assigned
-    first = batch.get("base_offset")
     if assigned is None or first is None:
         return 0, assigned
-    return assigned - first, assigned + (batch.get("last_offset_delta") or 0) + 1
+    return assigned - first, assigned + last_delta + 1
 
 
 def batch_rows(base, batch, shift):

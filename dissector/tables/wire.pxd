@@ -1,6 +1,16 @@
-# The zig-zag varint of Kafka's record batches, read in C by the two writers that walk records
-# from their bytes (record_columns.pyx, body_text.pyx) as protocol/records/batch.py does.
+# Integers of Kafka's wire format read in C, for the two writers that walk bodies and record
+# batches from their bytes (record_columns.pyx, body_text.pyx): big-endian fixed widths, and
+# the zig-zag varints of records as protocol/records/batch.py reads them.
 from libc.stdint cimport int64_t, uint64_t
+
+
+cdef inline uint64_t be(const unsigned char *p, Py_ssize_t at, int n) noexcept nogil:
+    """An unsigned big-endian integer of n bytes at p[at]."""
+    cdef uint64_t v = 0
+    cdef int i
+    for i in range(n):
+        v = v << 8 | p[at + i]
+    return v
 
 
 cdef inline Py_ssize_t zigzag(const unsigned char *b, Py_ssize_t p, Py_ssize_t end,
