@@ -165,13 +165,25 @@ def test_live_rows_equal_a_recording_and_the_clients(tansu, record):
     # Each capture socket stamps packets itself: times agree to a millisecond, not exactly.
     timed = ["request_start", "request_end", "response_start", "response_end", "latency_ms",
              "server_ms", "queue_ms"]  # fmt: skip
-    exact = [c for c in recorded.columns if c not in timed]
+    # Packets sent at the same moment from two CPUs can reach the two sockets in either
+    # order, so a frame's number may differ by the few packets sent beside it.
+    numbered = ["request_frame", "response_frame"]
+    exact = [c for c in recorded.columns if c not in timed + numbered]
     assert comparable(live_pairs[exact]) == comparable(recorded[exact])
+    # Rows side by side by exchange, not by place (two near rows may swap).
+    key = ["stream", "correlation_id", "api_key"]
+    live_by, recorded_by = live_pairs.set_index(key), recorded.set_index(key)
+    assert live_by.index.is_unique and live_by.index.sort_values().equals(
+        recorded_by.index.sort_values()
+    )
+    live_by = live_by.loc[recorded_by.index]
+    for column in numbered:
+        assert (live_by[column] - recorded_by[column]).abs().max() <= 4, column
     for column in timed[:4]:
-        delta = (live_pairs[column] - recorded[column]).abs().max()
+        delta = (live_by[column] - recorded_by[column]).abs().max()
         assert delta < pd.Timedelta(milliseconds=1), column
     for column in timed[4:]:
-        assert ((live_pairs[column] - recorded[column]).abs().fillna(0) < 1).all(), column
+        assert ((live_by[column] - recorded_by[column]).abs().fillna(0) < 1).all(), column
     # ... and what the clients did.
     produce = live_pairs[live_pairs.api_name == "Produce"]
     assert len(produce) == len(values) and set(produce.client_id) == {"s-producer"}
