@@ -84,6 +84,15 @@ def add_dissection_arguments(p):
     )
 
 
+def add_compress_values(p):
+    p.add_argument(
+        "--compress-values",
+        action="store_true",
+        help="in parquet, compress the records' keys and values too (by default they are "
+        "written as they are: faster, a larger file)",
+    )
+
+
 def add_run_arguments(p):
     """Progress and tracebacks, for the commands that read captures to their end."""
     progress = p.add_mutually_exclusive_group()

@@ -7,7 +7,12 @@ import traceback
 import warnings
 
 from . import commands, heap, source
-from .arguments import add_dissection_arguments, add_run_arguments, dissection_options
+from .arguments import (
+    add_compress_values,
+    add_dissection_arguments,
+    add_run_arguments,
+    dissection_options,
+)
 from .errors import DissectorError
 from .live import cli as live_cli
 from .report import cli as report_cli
@@ -30,12 +35,7 @@ def build_parser():
         default="pairs",
         help="which table -o writes (default %(default)s)",
     )
-    analyze.add_argument(
-        "--compress-values",
-        action="store_true",
-        help="in parquet, compress the records' keys and values too (by default they are "
-        "written as they are: faster, a larger file)",
-    )
+    add_compress_values(analyze)
     add_dissection_arguments(analyze)
     add_run_arguments(analyze)
     commands.add_parsers(sub)

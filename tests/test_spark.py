@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import damage
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -171,6 +172,67 @@ def test_command_line_writes_parquet_and_the_analyze_summary(spark, tmp_path, ca
     expected = capsys.readouterr().out
     assert text.startswith(expected.rstrip("\n"))
     assert os.path.isdir(out)
+
+
+@pytest.mark.parametrize("table", TABLES)
+def test_tasks_write_the_files_of_the_table(spark, tmp_path, capsys, table):
+    """`kafka-dissect spark` has each task write its rows (but the partitions of split
+    captures, whose lag Spark takes over the whole capture): Spark's layout, capture names
+    escaped and read back, what was in the directory replaced, nothing left half-written."""
+    from dissector.cli import build_parser
+    from dissector.spark import cli
+
+    odd = []
+    for i, name in enumerate(("a b=c%d.pcap", "plain.pcap")):
+        odd.append(str(tmp_path / name))
+        shutil.copy(CAPTURES[i], odd[-1])
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "stale.parquet").write_bytes(b"not a table")
+    args = build_parser().parse_args(
+        ["spark", *odd, "-o", str(out), "--table", table, "--split-bytes", "8k"]
+        + (["--records", "full"] if table == "records" else [])
+    )
+    assert cli.run(args, spark) == 0
+    said = capsys.readouterr().out.splitlines()[-1]
+    names = sorted(p.name for p in out.iterdir())
+    assert "stale.parquet" not in names and "_temporary" not in names and "_SUCCESS" in names
+    written = spark.read.parquet(str(out)).toArrow()
+    assert said == f"wrote {written.num_rows} rows of {table} to {out}, partitioned by capture"
+    options = {"records": "full"} if table == "records" else {}
+    expected = {path: reference(path, table, **options) for path in odd}
+    assert set(written.column("capture").to_pylist()) == {p for p in odd if expected[p]}
+    assert "a b=c%d.pcap" in str(written.column("capture").to_pylist())
+    for path in odd:
+        assert spark_rows(written, path) == expected[path], path
+    by_arrow = pq.read_table(out, partitioning="hive")  # pyarrow reads the names back too
+    assert sorted(by_arrow.column("capture").to_pylist()) == sorted(
+        written.column("capture").to_pylist()
+    )
+    files = sorted(p.name for p in out.glob("capture=*/*.parquet"))
+    assert all(f.startswith("part-") for f in files)
+    if table == "partitions":  # written by Spark
+        assert all(f.endswith(".snappy.parquet") for f in files)
+    else:  # a file a range (8 KiB ranges: several a capture)
+        assert all(".snappy." not in f for f in files) and len(files) > 2
+
+
+def test_auto_split_gives_whole_rounds_of_ranges_within_bounds(tmp_path):
+    from dissector.spark.pipeline import AUTO_SPLIT, auto_split
+
+    big = tmp_path / "big.pcap"
+    with open(big, "wb") as f:
+        f.truncate(3 << 30)  # sparse: 3 GiB
+    low, high = AUTO_SPLIT
+    assert auto_split([str(big)], 2) == high  # 6 ranges of 512 MiB: 3 rounds of 2
+    assert auto_split([str(big)], 4) == 384 << 20  # 8 ranges: 2 a core
+    assert auto_split([str(big)], 5) == 308 << 20  # 10 ranges, 307.2 MiB rounded up
+    assert auto_split([str(big)], 64) == low  # 24 MiB each: at least the floor
+    assert auto_split([str(big)], None) == low  # parallelism unknown: the most ranges
+    odd = tmp_path / "odd.pcap"
+    with open(odd, "wb") as f:
+        f.truncate(2600 << 20)  # 5.1 ranges of 512 MiB: 6 on 2 cores, not 5 and a bit
+    assert auto_split([str(odd)], 2) == -(-2600 // 6) << 20
 
 
 def test_bad_input_is_one_line(spark, tmp_path, capsys):

@@ -10,7 +10,7 @@ import sys
 import threading
 import warnings
 
-from ..arguments import add_dissection_arguments, dissection_options
+from ..arguments import add_compress_values, add_dissection_arguments, dissection_options
 from ..errors import DissectorError
 from ..tables import TABLES
 
@@ -28,12 +28,15 @@ def add_parser(subparsers):
         help="local[*] (default), spark://host:7077, or sc://host:15002 for Spark Connect",
     )
     p.add_argument(
-        "--split-bytes", default="128m", help="byte-range size for large captures (128m)"
+        "--split-bytes",
+        default="auto",
+        help="byte-range size for large captures: auto (two ranges per core, 128m to 512m) "
+        "or a size such as 256m",
     )
     p.add_argument(
         "--read-back",
-        default="16m",
-        help="bytes a range first reads before its own, to join its connections (16m)",
+        default="32m",
+        help="bytes a range first reads before its own, to join its connections (32m)",
     )
     p.add_argument(
         "--timestamps",
@@ -41,6 +44,7 @@ def add_parser(subparsers):
         default="us",
         help="us: Spark timestamps (microseconds); ns: int64 nanoseconds since the epoch, exact",
     )
+    add_compress_values(p)
     p.add_argument(
         "--conf",
         action="append",
@@ -428,7 +432,8 @@ def _run(args, spark):
         ports=args.port,
         **dissection_options(args, args.table),
     )
-    dissected.write(args.output, args.table, args.timestamps)
+    compress = getattr(args, "compress_values", False)
+    rows = dissected.write(args.output, args.table, args.timestamps, compress)
     summaries = dissected.summaries()
     for message in dissected.warnings:  # as `analyze` says them
         print(f"kafka-dissect: warning: {message}", file=sys.stderr)
@@ -437,6 +442,5 @@ def _run(args, spark):
         for line in notes:
             print(line)
         print()
-    rows = spark.read.parquet(args.output).count()
     print(f"wrote {rows} rows of {args.table} to {args.output}, partitioned by capture")
     return 0

@@ -20,16 +20,20 @@ import pyarrow as pa
 from ..options import Options
 from ..tables.schema import SCHEMAS
 from ..tls import KeyLog
+from . import parts
 from .notes import piece_warnings
 from .plan import expand, pack_whole, plan_split, surveys_in_spark
 from .split import DEFAULT_READ_BACK, run_facts_task, run_rows_task, split_tasks
 from .types import for_spark, spark_schema, table_schema
-from .whole import SUMMARY, whole_tasks
+from .whole import SUMMARY, table_batches, whole_tasks
 
-DEFAULT_SPLIT = "128m"
+DEFAULT_SPLIT = "auto"
+# "auto": ranges within these bounds, in whole rounds of tasks, at least two a core. Each
+# range costs a read-back and a run that checks it before the run that builds its rows, so
+# fewer, larger ranges are faster, while whole rounds keep every core busy to the end.
+AUTO_SPLIT = (128 << 20, 512 << 20)
 MIN_TASK_BYTES = 4 << 20  # captures read whole are packed into tasks of at least this
 OPTION_NAMES = tuple(f.name for f in fields(Options))  # what a load may pass to the core
-TASKS = "id long, task binary"  # one row per task: its index and pickled arguments
 FACTS = pa.schema([("id", pa.int64()), ("facts", pa.binary())])
 
 
@@ -59,6 +63,8 @@ class Dissected:
         self.files = expand(paths)
         self.options = _options(options)
         surveys = surveys_in_spark(spark, local_survey_bytes)
+        if str(split_bytes).strip().lower() == "auto":
+            split_bytes = auto_split(self.files, _parallelism(spark))
         self.whole, self.split, self.warnings = plan_split(
             self.files, parse_size(split_bytes), parse_size(read_back), surveys
         )
@@ -79,7 +85,9 @@ class Dissected:
         from pyspark.sql import functions as F
 
         n = len(blobs)
-        rows = self.spark.createDataFrame(list(enumerate(blobs)), TASKS)
+        # From Arrow: made in the JVM, with no Python worker to convert the rows.
+        arguments = pa.table({"id": pa.array(range(n), pa.int64()), "task": pa.array(blobs)})
+        rows = self.spark.createDataFrame(arguments)
         return self.spark.range(0, n, 1, n).join(F.broadcast(rows), "id")
 
     def _facts(self, items):
@@ -151,9 +159,50 @@ class Dissected:
             out = out.unionByName(part)
         return out
 
-    def write(self, path, table="pairs", timestamps="us"):
+    def write(self, path, table="pairs", timestamps="us", compress_values=False):
         """Write `table` as parquet partitioned by capture, and keep the summaries the tasks
-        made on the way (one pass over the captures)."""
+        made on the way (one pass over the captures). Returns the number of rows written.
+
+        The tasks write their own files (parts.py) unless the table needs Spark between
+        them (the committed lag of split captures' partitions, over the whole capture) or
+        they cannot reach `path`: then Spark writes the DataFrame of `table`."""
+        if (table == "partitions" and self.split) or not parts.reachable(self.spark, path):
+            return self._write_in_spark(path, table, timestamps)
+        job = parts.prepare(path)
+        blobs = [("whole", group) for group in pack_whole(self.whole, MIN_TASK_BYTES)]
+        for c in self.split:
+            outcome, seeds = self.outcomes[c.capture], self.seeds[c.capture]
+            blobs += [("range", c.spec(i), seeds, outcome.settled[i]) for i in range(c.tasks)]
+        blobs = [pickle.dumps(b, pickle.HIGHEST_PROTOCOL) for b in blobs]
+        options = self.options
+        schema = _split_schema(table, timestamps, summaries=True)
+        wide = table_schema(table, timestamps).append(pa.field(SUMMARY, pa.binary()))
+
+        def run(batches):
+            for batch in batches:
+                ids = batch.column("id").to_pylist()
+                for task, blob in zip(ids, batch.column("task").to_pylist(), strict=True):
+                    kind, *args = pickle.loads(blob)
+                    if kind == "whole":
+                        made = [
+                            table_batches(capture, table, options, wide, summaries=True)
+                            for capture in args[0]
+                        ]
+                    else:
+                        spec, seeds, settled = args
+                        made = [rows_batches(spec, options, seeds, settled, table, schema, True)]
+                    out = [
+                        parts.write_capture(b, path, job, task, table, compress_values)
+                        for b in made
+                    ]
+                    yield pa.RecordBatch.from_pylist(out, schema=parts.PARTS)
+
+        got = self._tasks(blobs).mapInArrow(run, spark_schema(parts.PARTS)).collect()
+        parts.commit(path)
+        self._summaries = [(r["capture"], bytes(r["summary"])) for r in got]
+        return sum(r["rows"] for r in got)
+
+    def _write_in_spark(self, path, table, timestamps):
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
@@ -164,6 +213,7 @@ class Dissected:
         df = df.filter(F.col(SUMMARY).isNull()).drop(SUMMARY)
         df.write.mode("overwrite").partitionBy("capture").parquet(path)
         self._summaries = [(r["capture"], bytes(r[SUMMARY])) for r in seen.get["s"]]
+        return self.spark.read.parquet(path).count()
 
     def summaries(self):
         """Per capture, in the order given: the `analyze` summary, its title and its TLS line
@@ -300,6 +350,33 @@ def load(
     if table == "records":
         options.setdefault("records", "full")
     return Dissected(spark, paths, split_bytes, read_back, **options).table(table, timestamps)
+
+
+def auto_split(files, parallelism):
+    """The split size "auto" gives: the files' bytes cut into whole rounds of tasks (a
+    multiple of the cores, at least two a core, ranges of at most 512 MiB), rounded up to a
+    MiB and at least 128 MiB. A last round with fewer tasks than cores leaves cores idle."""
+    from ..capture.ranges import file_size
+
+    low, high = AUTO_SPLIT
+    if not parallelism:
+        return low
+    total = sum(file_size(f) for f in files)
+    ranges = max(2 * parallelism, -(-total // high))
+    ranges = -(-ranges // parallelism) * parallelism
+    mib = 1 << 20
+    return max(low, -(-total // (ranges * mib)) * mib)
+
+
+def _parallelism(spark):
+    """The session's default parallelism (its cores in local mode), or None if unknown."""
+    try:
+        return spark.sparkContext.defaultParallelism
+    except Exception:  # Spark Connect: no SparkContext here
+        try:
+            return int(spark.conf.get("spark.default.parallelism", "0")) or None
+        except Exception:
+            return None
 
 
 UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}

@@ -19,7 +19,7 @@ from .ranges import RangeRun, streams_rows
 from .summary import summarised
 from .verify import check
 
-DEFAULT_READ_BACK = 16 << 20
+DEFAULT_READ_BACK = 32 << 20
 MAX_ROUNDS = 12  # rounds of redone tasks, at most; a read-back doubles each round
 LAST_RESORT = 6  # from this round on, a range that still disagrees reads from the start
 

@@ -49,17 +49,8 @@ class TableWriter:
         self.rows = 0
         self._file = self._writer = None
         if self.format == ".parquet":
-            dictionary = _repeating_text(self.schema)
-            plain = () if compress_values else PAYLOADS.get(table, ())
             self._sink = pa.OSFile(str(self.path), "wb")  # its position: the bytes written
-            self._writer = pq.ParquetWriter(
-                self._sink,
-                self.schema,
-                use_dictionary=dictionary,
-                compression={
-                    leaf: "none" if leaf in plain else "snappy" for leaf in _leaves(self.schema)
-                },
-            )
+            self._writer = parquet_writer(self._sink, self.schema, table, compress_values)
         else:
             self._file = self._sink = open(self.path, "w", newline="", encoding="utf-8")  # noqa: SIM115
             if self.format == ".csv":
@@ -99,6 +90,18 @@ class TableWriter:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def parquet_writer(sink, schema, table, compress_values=False):
+    """A ParquetWriter of `table`'s rows (in `schema`) into `sink`: text that repeats as
+    dictionaries, snappy but for the records' payloads unless `compress_values`."""
+    plain = () if compress_values else PAYLOADS.get(table, ())
+    return pq.ParquetWriter(
+        sink,
+        schema,
+        use_dictionary=_repeating_text(schema),
+        compression={leaf: "none" if leaf in plain else "snappy" for leaf in _leaves(schema)},
+    )
 
 
 def json_lines(batch):
