@@ -295,6 +295,30 @@ def test_nothing_is_invented(path, case, mode, workdir):
     assert invented(t.pairs, t.expected, t.damaged.origin) == []
 
 
+# -- (e) frames the capture cut keep their rows ----------------------------------------------------
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=[p.stem for p in RECORDED])
+def test_frames_cut_by_the_snap_length_keep_their_rows(path, workdir):
+    """Every packet cut to 128 bytes: a connection's first request ends past the cut (the
+    ApiVersions request of librdkafka's clients), and its header alone opens the session.
+    Every exchange whose frames the capture can find has its row, with the frames, API,
+    version, correlation id and client id of the intact capture (its status may differ: an
+    error code past the cut is not seen)."""
+    for mode in MODES:
+        t = trial(path, "snap-128", mode, workdir)
+        rows = {damage.row_key(r, t.damaged.origin) for r in t.pairs.itertuples()}
+        unstatused = {k[:6] + k[7:] for k in rows}
+        missing = [
+            e.key
+            for e in t.expected
+            if damage.findable(e) and e.key[:6] + e.key[7:] not in unstatused
+        ]
+        assert missing == [], mode
+        cut = t.pairs[t.pairs.reason.fillna("").str.contains("cut by the capture")]
+        assert len(cut) > 0
+
+
 # -- (d) never raises, adds up, fast ------------------------------------------------------------
 
 

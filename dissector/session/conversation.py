@@ -337,6 +337,17 @@ class Conversation:
             # A request its client cut short, to a broker named or proved: a row, though
             # what was sent cannot tell the generation.
             self._open("0.7" if self.options.protocol == "0.7" else "0.8+")
+        elif (
+            cls is CutFrame
+            and self.session is None
+            and side == client
+            and self.options.protocol != "0.7"
+            and header_captured(frame.data, True)
+        ):
+            # A first request the capture cut (snap length, lost segments) with its header
+            # whole, a known API key and version and a client id that fits: as much proof of
+            # Kafka as the capture holds (a client cut short proves less, above).
+            self._open("0.8+")
         if cls is not Frame and not isinstance(self.session, ModernSession):
             if cls is ShortFrame and client is None and len(self.held[side]) < UNDECIDED_LIMIT:
                 self.held[side].append(frame)  # a request, if this side turns out the client
