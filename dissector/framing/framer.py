@@ -574,6 +574,15 @@ class Framer:
         orphans = self.orphans is not None and bool(orph or self._pst) and self.orphans()
         if not orphans:
             self._pst = ()
+        if refused:
+            # No check is made: a candidate whose check needs no bytes still to come (all but
+            # the last lookahead) is passed over, unless it may be held as an orphan. Only
+            # those (at a packet's start, or where a frame held ends) are looked at.
+            tail = end - 4 - look
+            if tail > p:
+                if orphans:
+                    self._orphans_before(sbuf, p, tail)
+                p = tail
         while p < end:
             m = search(sbuf, p)
             if m is None:
@@ -661,6 +670,32 @@ class Framer:
             if orph.__class__ is tuple:
                 orph = self._orph = []
             orph.append([qo, qo + 4 + size, qo if link is None else link[2]])
+
+    def _orphans_before(self, sbuf, p, stop):
+        """What the scan does to the candidates in sbuf[p:stop] while checks refuse them all
+        and none waits for bytes: offer _orphan those it may hold, in order (those at a
+        packet's start or where a frame held ends), with the scan's tests of a candidate."""
+        soff = self._soff
+        first = self.max_frame >> 24  # the largest first byte of a candidate
+        q = p
+        while True:
+            nxt = stop
+            for s in self._pst:  # ascending
+                if s - soff >= q:
+                    nxt = s - soff
+                    break
+            for c in self._orph:
+                e = c[1] - soff
+                if q <= e < nxt:
+                    nxt = e
+            if nxt >= stop:
+                return
+            q = nxt
+            if sbuf[q] <= first:
+                size = _i32(sbuf, q)[0]
+                if 0 <= size <= self.max_frame and size >= self.min_frame:
+                    self._orphan(sbuf, q, size)
+            q += 1
 
     def _orphan_head(self, start):
         """Where the chain of frames held that ends at `start` begins, or None."""

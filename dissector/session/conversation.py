@@ -5,6 +5,7 @@ whether the connection speaks Kafka at all and which generation (0.7 or 0.8+), a
 each frame to the session of that generation.
 """
 
+from ..errors import DecodeError
 from ..framing.framer import CutFrame, Frame, Framer, ShortFrame, Skipped
 from ..protocol import legacy, messages
 from ..protocol.codegen import Context
@@ -337,16 +338,7 @@ class Conversation:
             # A request its client cut short, to a broker named or proved: a row, though
             # what was sent cannot tell the generation.
             self._open("0.7" if self.options.protocol == "0.7" else "0.8+")
-        elif (
-            cls is CutFrame
-            and self.session is None
-            and side == client
-            and self.options.protocol != "0.7"
-            and header_captured(frame.data, True)
-        ):
-            # A first request the capture cut (snap length, lost segments) with its header
-            # whole, a known API key and version and a client id that fits: as much proof of
-            # Kafka as the capture holds (a client cut short proves less, above).
+        elif cls is CutFrame and self.session is None and side == client and self._modern(frame):
             self._open("0.8+")
         if cls is not Frame and not isinstance(self.session, ModernSession):
             if cls is ShortFrame and client is None and len(self.held[side]) < UNDECIDED_LIMIT:
@@ -386,6 +378,21 @@ class Conversation:
                 self.unused[side] += len(frame.data) + 4  # a response before any request
             return []
         return self.session.response(frame)
+
+    def _modern(self, frame):
+        """Whether a first request the capture cut (snap length, lost segments) is taken as
+        Kafka 0.8 or later on its header alone, a known API key and version and a client id
+        that fits: as much proof as the capture holds (a client cut short proves less). Not
+        when a 0.7 request may be read so (its type, 0 to 4, reads as an API key, its topic's
+        length as a version), unless the generation was given."""
+        protocol = self.options.protocol
+        if protocol == "0.7":
+            return False
+        try:
+            api_key = decode_request_header(frame.data)[0]
+        except DecodeError:
+            return False
+        return protocol == "0.8+" or api_key not in legacy.REQUEST_TYPES
 
     def _start(self, data):
         """Decide from the first request which generation the connection speaks."""
