@@ -11,12 +11,15 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
+import damage
 import pytest
 from rich.console import Console
 
 import dissector
 from dissector.capture.packet import Packet
+from dissector.capture.reader import open_capture
 from dissector.live import LiveCaptureError, port_filter
 from dissector.live.capture import (
     TcpdumpCapture,
@@ -30,6 +33,8 @@ from dissector.live.view import loss_line, render, stats_line
 from dissector.live.window import Window
 from dissector.options import Options
 from dissector.session.exchange import Exchange
+
+CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 
 S = 10**9  # nanoseconds a second
 T0 = 1_700_000_000 * S  # capture time of the first exchange
@@ -56,7 +61,8 @@ def rates(window):
 def figures(**more):
     return {
         "seconds": 12.0, "packets": 100, "bytes": 5000, "open_connections": 1, "exchanges": 20,
-        "kernel_drops": 0, "bytes_missing": 0, "gaps": 0, "resyncs": 0, "expired_requests": 0,
+        "kernel_drops": 0, "bytes_missing": 0, "gaps": 0, "resyncs": 0, "bytes_abandoned": 0,
+        "expired_requests": 0,
         "queued": 0, "lag": 0.0, "capture_elapsed": 12.0, **more,
     }  # fmt: skip
 
@@ -161,6 +167,32 @@ def test_queue_and_lag_are_shown():
     stats = figures(queued=150_000, lag=4.25)
     assert "queued 150,000 · lag 4.2 s" in shown(loss_line(stats))
     assert stats_line(stats).endswith("; queued 150000, lag 4.2 s")
+
+
+def test_bytes_a_peer_abandoned_are_a_warning_not_a_loss():
+    """Frames left unfinished when a peer ended its connection (a consumer resetting during a
+    Fetch response) are shown, in yellow: the capture lost nothing."""
+    stats = figures(bytes_abandoned=65536)
+    line = loss_line(stats)
+    assert "bytes abandoned 65,536" in shown(line)
+    styles = {line.plain[s.start : s.end]: str(s.style) for s in line.spans}
+    assert styles["bytes abandoned 65,536"] == "yellow"
+    assert styles["bytes missing 0"] == "green"
+    assert "resyncs 0, bytes abandoned 65536, expired requests 0" in stats_line(stats)
+
+
+def test_the_run_reports_the_bytes_a_peer_abandoned(tmp_path):
+    """kafka-python.pcap rewritten so that the consumer resets its connection during a Fetch
+    response (as in test_holes): the run's figures carry the 65,536 bytes the core counts."""
+    pcap = damage.read_pcap(CAPTURES / "kafka-python.pcap")
+    reset = damage.reset_after(pcap.packets, 177, "127.0.0.1:38324")
+    path = tmp_path / "reset.pcap"
+    reset.write(path, pcap)
+    run = LiveRun(Capture(), Options())
+    for packet in open_capture(str(path)):
+        run.dissector.feed(packet)
+    assert run.stats()["bytes_abandoned"] == 65536
+    assert "bytes abandoned 65,536" in shown(loss_line(run.stats() | {"lag": 0.0}))
 
 
 # -- kernel drops -----------------------------------------------------------------------------

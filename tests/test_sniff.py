@@ -251,14 +251,17 @@ def test_view_shows_rates_latency_errors_and_loss():
     assert window.slowest(1)[0].api == "JoinGroup"
     stats = {
         "seconds": 75, "packets": 217, "bytes": 168775, "open_connections": 2, "exchanges": 51,
-        "kernel_drops": 3, "bytes_missing": 0, "gaps": 0, "resyncs": 0, "expired_requests": 1,
-        "queued": 0,
+        "kernel_drops": 3, "bytes_missing": 0, "gaps": 0, "resyncs": 0, "bytes_abandoned": 0,
+        "expired_requests": 1, "queued": 0,
     }  # fmt: skip
     console = Console(record=True, width=130, color_system=None)
     console.print(render("lo (tcp)", stats, window, [], None))
     text = console.export_text()
     assert "00:01:15 · 217 packets" in text
-    assert "kernel drops 3 · bytes missing 0 · gaps 0 · resyncs 0 · expired requests 1" in text
+    assert (
+        "kernel drops 3 · bytes missing 0 · gaps 0 · resyncs 0 · bytes abandoned 0 · "
+        "expired requests 1" in text
+    )
     assert "MEMBER_ID_REQUIRED" in text and "kp-orders" in text and "JoinGroup" in text
 
 

@@ -303,6 +303,8 @@ class LiveRun:
             # Times a direction had to re-find frame boundaries: joined mid-stream, or a gap.
             "resyncs": 2 * core["midstream"] + core["gaps"],
             "bytes_skipped": core["bytes_skipped"],
+            # Of those, frames left unfinished when a peer ended the connection: not capture loss.
+            "bytes_abandoned": core["bytes_abandoned"],
             "expired_requests": self.expired,
             # Connections ended to stay within --max-connections, the longest idle first.
             "evicted": core["evicted"],

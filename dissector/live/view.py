@@ -6,14 +6,16 @@ from rich.table import Table
 from rich.text import Text
 
 # Figures that mean traffic was lost (red when not zero); the others are warnings (yellow):
-# a resync is also how connections open before the capture are joined; packets queued and the
-# lag say the dissector is behind the capture.
+# a resync is also how connections open before the capture are joined; bytes abandoned are
+# frames a peer left unfinished when it ended the connection (RST or FIN), not lost by the
+# capture; packets queued and the lag say the dissector is behind the capture.
 LOST = {"kernel_drops", "bytes_missing", "gaps", "expired_requests"}
 LOSS = (
     ("kernel drops", "kernel_drops"),
     ("bytes missing", "bytes_missing"),
     ("gaps", "gaps"),
     ("resyncs", "resyncs"),
+    ("bytes abandoned", "bytes_abandoned"),
     ("expired requests", "expired_requests"),
     ("queued", "queued"),
     ("lag", "lag"),
@@ -137,7 +139,8 @@ def stats_line(stats):
         f"live: {stats['seconds']:.1f} s, {stats['packets']} packets, {stats['bytes']} bytes, "
         f"{stats['exchanges']} exchanges; kernel drops {'?' if drops is None else drops}, "
         f"bytes missing {stats['bytes_missing']} in {stats['gaps']} gaps, "
-        f"resyncs {stats['resyncs']}, expired requests {stats['expired_requests']}"
+        f"resyncs {stats['resyncs']}, bytes abandoned {stats['bytes_abandoned']}, "
+        f"expired requests {stats['expired_requests']}"
         + (f", connections evicted {stats['evicted']}" if stats.get("evicted") else "")
         + f"; queued {stats['queued']}, lag {_figure('lag', stats['lag'])}"
     )
