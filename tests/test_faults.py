@@ -51,10 +51,6 @@ RECORDED = [p for p in SAMPLES if not p.name.startswith("legacy-")]
 
 # Known shortfalls: (capture, case, mode or "*") -> what happens. They are xfail (strict: a fix
 # makes the test fail until its entry goes).
-FALSE_RESYNC = (
-    "false broker-side resync: after a gap the search takes the first offset whose int32 is a "
-    "size up to max_frame followed by the correlation id of any waiting request"
-)
 ACK_BEFORE_DATA = (
     "a data packet captured after the peer's ACK of it, with later data of its direction "
     "before it: the tracker declares the acknowledged hole lost at the ACK (check_ack) and "
@@ -62,20 +58,16 @@ ACK_BEFORE_DATA = (
 )
 
 # (a): untouched exchanges not recovered.
-AIOKAFKA_DROP30 = (
-    FALSE_RESYNC + ", within the checks that remain possible when the candidate frame is not "
-    "whole in the search buffer (correlation id waiting, request captured first, size "
-    "believable for the API): client port 40384, responses 143 and 147 dropped; ApiVersions "
-    "v0 corr 1 of frame 141 is paired with a frame ending in 178, malformed, which swallows "
-    "the responses of Metadata corr 4 and Fetch corr 5, 6 (unanswered); and client port "
-    "40308: Tansu's truncated ListOffsets response 212 follows a gap, and a frame that does "
-    "not decode is not taken as a response when re-finding boundaries, so it ends unanswered"
-)
 MALFORMED_AFTER_GAP = (
     "a response that does not decode is not taken as one when re-finding frame boundaries "
     "(the price of refusing false candidates): kcat, client port 40484, the capture starts "
     "mid-connection and Tansu's truncated ListOffsets v0 response, frame 68, is skipped; "
     "ListOffsets corr 3, frame 67, ends unanswered instead of malformed"
+)
+AIOKAFKA_DROP30 = (
+    "a response that does not decode is not taken as one when re-finding frame boundaries: "
+    "client port 40308, Tansu's truncated ListOffsets response 212 follows a gap, and the "
+    "request ends unanswered instead of malformed"
 )
 RECOVERY_KNOWN = {
     ("aiokafka", "drop-30%-s1", "*"): AIOKAFKA_DROP30,
@@ -97,10 +89,11 @@ RECOVERY_KNOWN = {
     },
 }
 # (b): touched exchanges not accounted for.
-ACCOUNTING_KNOWN = {("aiokafka", "drop-30%-s1", "*"): AIOKAFKA_DROP30}
+ACCOUNTING_KNOWN = {}
 # versus tshark: captures where tshark recovers more.
 TSHARK_KNOWN = {
-    ("aiokafka", "drop-30%-s1"): "tshark pairs exchanges lost to " + AIOKAFKA_DROP30,
+    ("aiokafka", "drop-30%-s1"): "tshark pairs the malformed ListOffsets response: "
+    + AIOKAFKA_DROP30,
     ("kcat", "cut_start-2"): "tshark pairs the malformed ListOffsets response: "
     + MALFORMED_AFTER_GAP,
 }

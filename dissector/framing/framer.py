@@ -93,8 +93,10 @@ class Framer:
     is_frame_start(buf, pos, size, ts) -> bool tells whether a frame of that size whose body
     starts at buf[pos], in a packet captured at ts, is believable; buf holds at least
     min(size, lookahead) bytes from pos, except just before a gap or the end of the stream,
-    where it holds what there is. It must not keep a reference to buf. Without it the framer
-    cannot find its way back once lost, and skips everything after. refuses() -> bool, if
+    where it holds what there is. None: believable so far, to be decided with the whole
+    frame (the search waits for it; before a gap or the end, it is taken). It must not keep
+    a reference to buf. Without it the framer cannot find its way back once lost, and skips
+    everything after. refuses() -> bool, if
     given, tells that is_frame_start would refuse every candidate for now (a side that cannot
     hold a frame start yet): a search then skips the calls, with the same outcome.
     synced=False starts in search mode (the capture began mid-stream).
@@ -605,7 +607,13 @@ class Framer:
             if q + 4 + (size if size < look else look) > end and not final:
                 p = q
                 break
-            if not refused and check(sbuf, q + 4, size, self._ts_at(q)):
+            verdict = False if refused else check(sbuf, q + 4, size, self._ts_at(q))
+            if verdict is None:  # believable so far: decided once the frame is whole
+                if not final:
+                    p = q
+                    break
+                verdict = True  # a gap or the end follows: as believable as it gets
+            if verdict:
                 p = q
                 found = True
                 if orphans:  # the end of a chain of frames held: they are frames too

@@ -19,6 +19,8 @@ from .rows import endpoint, side_name
 
 _NOTHING_ABANDONED = (0, 0)
 UNDECIDED_LIMIT = 64  # frames held per side while the client side is unknown
+# A response a search finds that is no larger is decided once whole, by decoding it.
+WHOLE_WAIT = 1 << 20
 # Body bytes the frame-start checks read (request header to the client id's length; a
 # response's correlation id): waiting for more would hold a short request back.
 HEADER_LOOKAHEAD = 10
@@ -241,8 +243,14 @@ class Conversation:
             if client is None or side == client:
                 return self._request_shaped(buf, pos, size)
             if isinstance(self.session, ModernSession) and size >= 4 and len(buf) - pos >= 4:
-                whole = bytes(buf[pos : pos + size]) if len(buf) - pos >= size else None
-                return self.session.could_answer(i32(buf, pos)[0], size, ts, whole)
+                corr = i32(buf, pos)[0]
+                if len(buf) - pos >= size:
+                    return self.session.could_answer(corr, size, ts, bytes(buf[pos : pos + size]))
+                if not self.session.could_answer(corr, size, ts):
+                    return False
+                # A small id (1, 2, ...) is found in any data: a frame that may be one is
+                # decided once whole, decoded as a response, unless too large to wait for.
+                return None if size <= WHOLE_WAIT else True
             return False
 
         return check
