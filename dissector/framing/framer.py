@@ -96,9 +96,9 @@ class Framer:
     where it holds what there is. None: believable so far, to be decided with the whole
     frame (the search waits for it; before a gap or the end, it is taken). It must not keep
     a reference to buf. Without it the framer cannot find its way back once lost, and skips
-    everything after. refuses() -> bool, if
-    given, tells that is_frame_start would refuse every candidate for now (a side that cannot
-    hold a frame start yet): a search then skips the calls, with the same outcome.
+    everything after. refuses() -> bool, if given, tells that is_frame_start would refuse
+    every candidate for now (a side that cannot hold a frame start yet): a search then skips
+    the calls, with the same outcome.
     synced=False starts in search mode (the capture began mid-stream).
 
     min_frame: the smallest body a frame of this side can have; a smaller one followed by
