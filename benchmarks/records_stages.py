@@ -20,31 +20,25 @@ import argparse
 import gc
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # this checkout, not an install
 
-from dissector import Dissector  # noqa: E402
-from dissector.capture import open_capture  # noqa: E402
+import stages  # noqa: E402  (beside this file)
+
 from dissector.options import Options  # noqa: E402
 from dissector.protocol.records.batch import open_batch  # noqa: E402
 from dissector.protocol.records.common import Allowance  # noqa: E402
 from dissector.tables import arrow_batches  # noqa: E402
-from dissector.tables.output import TableWriter  # noqa: E402
 
 OPTIONS = Options(records="full")
 LIMITS = OPTIONS.record_decoder().limits
 
 
 def exchanges(path):
-    dissector = Dissector(OPTIONS)
-    with open_capture(path) as reader:
-        for packet in reader:
-            yield from dissector.feed(packet)
-    yield from dissector.finish()
+    return stages.exchanges(path, OPTIONS)
 
 
 def core(path):
@@ -75,11 +69,7 @@ def columns(path):
 
 
 def parquet(path):
-    with tempfile.TemporaryDirectory(prefix="records-") as tmp:
-        with TableWriter(Path(tmp) / "records.parquet", "records") as writer:
-            for batch in arrow_batches(exchanges(path), "records"):
-                writer.write(batch)
-        return writer.rows
+    return stages.written(path, "records", OPTIONS)
 
 
 STAGES = (

@@ -472,22 +472,15 @@ def main(argv: list[str] | None = None) -> int:
         big_plan = bench(big, args.flat_repeat, {"summary", "parquet", "streamed", "records"})
         sections += ["", *flat_section(known["real"], big, plans["real"], big_plan)]
     if not args.no_stages and "real" in names:
-        stages = subprocess.run(
-            ["taskset", "-c", CORE, PY, str(HERE / "stages.py"), str(known["real"].path)],
-            capture_output=True,
-            text=True,
-            timeout=3600,
-        )
-        body = stages.stdout.strip() or f"stages.py failed: {stages.stderr.strip()[-500:]}"
-        sections += ["", body]
-        stages = subprocess.run(
-            ["taskset", "-c", CORE, PY, str(HERE / "records_stages.py"), str(known["real"].path)],
-            capture_output=True,
-            text=True,
-            timeout=3600,
-        )
-        failed = f"records_stages.py failed: {stages.stderr.strip()[-500:]}"
-        sections += ["", stages.stdout.strip() or failed]
+        for script in ("stages.py", "records_stages.py"):
+            done = subprocess.run(
+                ["taskset", "-c", CORE, PY, str(HERE / script), str(known["real"].path)],
+                capture_output=True,
+                text=True,
+                timeout=3600,
+            )
+            failed = f"{script} failed: {done.stderr.strip()[-500:]}"
+            sections += ["", done.stdout.strip() or failed]
 
     header = [
         "# Benchmark: kafka-dissect vs tshark",

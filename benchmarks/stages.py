@@ -112,8 +112,8 @@ def core(path):
     return sum(1 for _ in exchanges(path))
 
 
-def exchanges(path):
-    dissector = Dissector(Options())
+def exchanges(path, options=None):
+    dissector = Dissector(options or Options())
     with open_capture(path) as reader:
         for packet in reader:
             yield from dissector.feed(packet)
@@ -128,12 +128,18 @@ def bodies(path):
     return n
 
 
-def tables(path):
+def written(path, table="pairs", options=None):
+    """`table` of the capture written to a parquet file (in a directory removed after); its
+    row count."""
     with tempfile.TemporaryDirectory(prefix="stages-") as tmp:
-        with TableWriter(Path(tmp) / "pairs.parquet", "pairs") as writer:
-            for batch in arrow_batches(exchanges(path), "pairs"):
+        with TableWriter(Path(tmp) / f"{table}.parquet", table) as writer:
+            for batch in arrow_batches(exchanges(path, options), table):
                 writer.write(batch)
         return writer.rows
+
+
+def tables(path):
+    return written(path, "pairs")
 
 
 # (stage, what its prefix adds, the prefix)

@@ -182,8 +182,9 @@ class Conversation:
             framer = self.framers[side]
             items = framer.finish(self._ended(side, framer))
             if conn.end_reason in ("fin", "rst") and conn.ended_by == 1 - side:
-                cut = [x for x in items if x.__class__ is Skipped and x.reason == "truncated"]
-                left = sum(x.size for x in cut)
+                left = sum(
+                    x.size for x in items if x.__class__ is Skipped and x.reason == "truncated"
+                )
                 if left:
                     both = list(self.abandoned)
                     both[side] += left

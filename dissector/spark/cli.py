@@ -432,8 +432,7 @@ def _run(args, spark):
         ports=args.port,
         **dissection_options(args, args.table),
     )
-    compress = getattr(args, "compress_values", False)
-    rows = dissected.write(args.output, args.table, args.timestamps, compress)
+    rows = dissected.write(args.output, args.table, args.timestamps, args.compress_values)
     summaries = dissected.summaries()
     for message in dissected.warnings:  # as `analyze` says them
         print(f"kafka-dissect: warning: {message}", file=sys.stderr)

@@ -36,12 +36,17 @@ ROW_BUILDERS = {
     "streams": lambda: stream_rows,
 }
 
-# The order a whole table is given in: capture order, as Wireshark lists packets.
-SORT_KEYS = {
-    "pairs": ["_first_frame", "_start", "stream"],
-    "partitions": ["_first_frame", "stream"],
-    "records": ["_first_frame", "stream"],
-    "streams": ["stream", "direction"],
+# The order a whole table is given in: capture order, as Wireshark lists packets (exchanges
+# complete out of it: a long poll ends late). Each key is the first of its columns that is
+# not null; rows with none come last. Streams: by stream and direction.
+CAPTURE_ORDER = {
+    "pairs": (
+        ("request_frame", "response_frame"),
+        ("request_start", "response_start"),
+        ("stream",),
+    ),
+    "partitions": (("request_frame", "response_frame"), ("stream",)),
+    "records": (("frame",), ("stream",)),
 }
 
 
@@ -59,18 +64,17 @@ def build_table(items, table="pairs", wanted=None):
 
 
 def sort_table(df, table):
-    """Rows in capture order (exchanges complete out of it: a long poll ends late)."""
+    """A DataFrame's rows in capture order (CAPTURE_ORDER)."""
     if table == "streams":
-        keys = SORT_KEYS[table]
-    else:
-        req = "request_frame" if table != "records" else "frame"
-        first = df[req].fillna(df["response_frame"]) if "response_frame" in df else df[req]
-        df = df.assign(_first_frame=first)
-        keys = SORT_KEYS[table]
-        if table == "pairs":
-            df = df.assign(_start=df["request_start"].fillna(df["response_start"]))
-    df = df.sort_values(keys, kind="stable").reset_index(drop=True)
-    return df.drop(columns=[k for k in ("_first_frame", "_start") if k in df])
+        return df.sort_values(["stream", "direction"], kind="stable").reset_index(drop=True)
+    keys = {}
+    for i, columns in enumerate(CAPTURE_ORDER[table]):
+        key = df[columns[0]]
+        for other in columns[1:]:
+            key = key.fillna(df[other])
+        keys[f"_key{i}"] = key
+    df = df.assign(**keys).sort_values(list(keys), kind="stable").reset_index(drop=True)
+    return df.drop(columns=list(keys))
 
 
 __all__ = [

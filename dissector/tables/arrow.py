@@ -119,11 +119,10 @@ def _columns_batch(rows, schema):
 
 
 def in_capture_order(batches, table):
-    """The rows of record batches of `table` (not "streams") in capture order, as
-    tables.sort_table puts a DataFrame's: by first frame (and, for pairs, first packet's
-    time), then stream. Rows complete near where they were captured, so each input batch
-    is let go once the output has taken its rows: the reordering holds the table and little
-    more, not a second copy of it."""
+    """The rows of record batches of `table` (not "streams") in capture order
+    (tables.CAPTURE_ORDER), as tables.sort_table puts a DataFrame's. Rows complete near
+    where they were captured, so each input batch is let go once the output has taken its
+    rows: the reordering holds the table and little more, not a second copy of it."""
     import numpy as np
     import pyarrow.compute as pc
 
@@ -157,21 +156,15 @@ def in_capture_order(batches, table):
 
 
 def _order_keys(batch, table):
-    """The sort keys of a batch's rows (tables.SORT_KEYS) as int64 arrays, nulls last."""
+    """The sort keys of a batch's rows (tables.CAPTURE_ORDER) as int64 arrays, nulls last."""
     import pyarrow.compute as pc
 
-    def ints(array):
-        return pc.fill_null(array.cast(pa.int64()), (1 << 63) - 1).to_numpy()
+    from . import CAPTURE_ORDER
 
-    if table == "records":
-        first = batch.column("frame")
-    else:
-        first = pc.coalesce(batch.column("request_frame"), batch.column("response_frame"))
-    keys = [ints(first)]
-    if table == "pairs":
-        start = pc.coalesce(batch.column("request_start"), batch.column("response_start"))
-        keys.append(ints(start))
-    keys.append(ints(batch.column("stream")))
+    keys = []
+    for columns in CAPTURE_ORDER[table]:
+        key = pc.coalesce(*(batch.column(c) for c in columns))
+        keys.append(pc.fill_null(key.cast(pa.int64()), (1 << 63) - 1).to_numpy())
     return keys
 
 

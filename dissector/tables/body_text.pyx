@@ -41,8 +41,7 @@ from ..protocol.decoder import OPCODES
 from ..protocol.messages import decode_program
 from ..protocol.primitives import tagged_fields, uuid_text
 from ..protocol.records.common import CODEC_NAMES, Allowance, BatchError
-from ..protocol.records.compression import decompress
-from ..protocol.records.crc import crc32c
+from ..protocol.records.batch import HEADER_SIZE, MIN_RECORD, crc_matches, records_bytes
 from ..protocol.records.record_set import RecordSets
 from .bodies import body_utf8
 
@@ -81,8 +80,6 @@ _SIZES[:] = [1, 2, 2, 4, 4, 8, 8, 1, 16]
 _DOUBLE = struct.Struct(">d")
 
 _LOG_OVERHEAD = 12  # a batch's offset and length
-_BATCH_HEADER = 61
-_CRC_START = 21
 
 
 class _Unwritten(Exception):
@@ -453,16 +450,13 @@ cdef bint _batch_headers(_Text out, bytes raw, const unsigned char *p, Py_ssize_
     when the limits want them, data batches with every record parsed; False, partly
     written, where it holds anything else (what the body may still decompress to is then
     as it was: the dict path decodes the set again)."""
-    cdef Py_ssize_t pos = start, end, length, left = 0
-    cdef bint first = True
-    view = memoryview(raw)
     allowance = None
     if limits.records:
         if records.allowance is None:
             records.allowance = Allowance(limits)
         allowance = records.allowance
         before = (allowance.left, allowance.out, allowance.taken)
-    if not _batches(out, raw, p, start, stop, limits, allowance, view):
+    if not _batches(out, raw, p, start, stop, limits, allowance):
         if allowance is not None:
             allowance.left, allowance.out, allowance.taken = before
         return False
@@ -470,9 +464,10 @@ cdef bint _batch_headers(_Text out, bytes raw, const unsigned char *p, Py_ssize_
 
 
 cdef bint _batches(_Text out, bytes raw, const unsigned char *p, Py_ssize_t start,
-                   Py_ssize_t stop, object limits, object allowance, object view) except -1:
+                   Py_ssize_t stop, object limits, object allowance) except -1:
     cdef Py_ssize_t pos = start, end, length, left = 0
     cdef bint first = True
+    view = memoryview(raw)
     out.put_bytes(b'{"size":')
     out.integer(stop - start)
     out.put_bytes(b',"batches":[')
@@ -542,7 +537,7 @@ cdef bint _batch_header(_Text out, object view, const unsigned char *p, Py_ssize
     """A magic 2 batch at p[pos:end] as batch.decode_batch makes it without records, written;
     False where that holds more than its header (an error, decompression)."""
     cdef int attributes, codec, count
-    cdef Py_ssize_t size = end - pos - _BATCH_HEADER
+    cdef Py_ssize_t size = end - pos - HEADER_SIZE
     if size < 0:
         return False
     attributes = <short>be(p, pos + 21, 2)
@@ -570,7 +565,7 @@ cdef int _batch_fields(_Text out, object view, const unsigned char *p, Py_ssize_
     out.put_bytes(b',"crc":')
     out.integer(crc)
     out.put_bytes(b',"crc_ok":')
-    out.boolean(crc32c(view[pos + _CRC_START : end]) == crc)
+    out.boolean(crc_matches(view, pos, end, crc))
     out.put_bytes(b',"attributes":')
     out.integer(attributes)
     out.put_bytes(b',"compression":')
@@ -595,7 +590,7 @@ cdef bint _batch_full(_Text out, bytes raw, object view, const unsigned char *p,
     anything decode_batch would report (the dict path then writes the set)."""
     cdef int attributes, codec
     cdef int64_t count, i
-    cdef Py_ssize_t size = end - pos - _BATCH_HEADER, start, stop, q
+    cdef Py_ssize_t size = end - pos - HEADER_SIZE, start, stop, q
     cdef const unsigned char *d
     if size < 0:
         return False
@@ -606,15 +601,11 @@ cdef bint _batch_full(_Text out, bytes raw, object view, const unsigned char *p,
         return False
     if codec and not limits.decompress:
         return False  # the dict path gives the batch without its records
-    if codec:
-        try:
-            data = decompress(codec, view[pos + _BATCH_HEADER : end], limits, allowance)
-        except BatchError:
-            return False
-        start, stop = 0, len(data)
-    else:
-        data, start, stop = raw, pos + _BATCH_HEADER, end
-    if count > (stop - start) // 7:
+    try:
+        data, start, stop = records_bytes(raw, view, pos, end, codec, limits, allowance)
+    except BatchError:
+        return False
+    if count > (stop - start) // MIN_RECORD:
         return False
     _batch_fields(out, view, p, pos, end, attributes)
     out.put_bytes(b',"records":[')

@@ -32,10 +32,15 @@ import numpy as np
 import pyarrow as pa
 
 from ..protocol.apikeys import FETCH, PRODUCE
-from ..protocol.records.batch import open_batch, read_records
+from ..protocol.records.batch import (
+    HEADER_SIZE,
+    MIN_RECORD,
+    crc_matches,
+    open_batch,
+    read_records,
+    records_bytes,
+)
 from ..protocol.records.common import CODEC_NAMES, CORRUPT_RECORDS, OK, Allowance, BatchError
-from ..protocol.records.compression import decompress
-from ..protocol.records.crc import crc32c
 from ..protocol.records.message_set import LOG_OVERHEAD, decode_message
 from ..session.exchange import LazyBody
 from ..session.modern import decode_later
@@ -57,9 +62,6 @@ BATCH_COLUMNS = tuple(f.name for f in RECORDS if f.name not in RECORD_COLUMNS)
 _SHARE_FETCH = 78
 _APIS = (PRODUCE, FETCH, _SHARE_FETCH)  # whose record sets lie in the field named Records
 _MAGIC_AT = 16
-_HEADER = 61  # a magic 2 batch's header: offset, length, ..., record count
-_CRC_START = 21  # the CRC covers the attributes to the end of the batch
-_MIN_RECORD = 7  # a record's fields take a byte each at least
 cdef int _CONTROL = 0x20, _LOG_APPEND = 0x08, _TRANSACTIONAL = 0x10  # attribute bits
 cdef Py_ssize_t _MAX_BYTES = (1 << 31) - 1  # what int32 offsets reach in one Arrow batch
 cdef Py_ssize_t _KEEP = 64 << 20  # bytes a column buffer keeps between Arrow batches
@@ -318,7 +320,7 @@ cdef class RecordColumns:
             if length < 0 or end > n:
                 break  # no way on, or the part of a batch a fetch response may end in
             magic = b[pos + _MAGIC_AT] if length > _MAGIC_AT - LOG_OVERHEAD else -1
-            if magic == 2 and length >= _HEADER - LOG_OVERHEAD and not b[pos + 22] & _CONTROL:
+            if magic == 2 and length >= HEADER_SIZE - LOG_OVERHEAD and not b[pos + 22] & _CONTROL:
                 assigned = self._data_batch(
                     raw, view, b, pos, end, where, assigned, limits, allowance
                 )
@@ -350,17 +352,13 @@ cdef class RecordColumns:
         shift, assigned = offset_shift(assigned, w.base_offset, lod)
         if w.count < 0 or w.count > limits.max_records or codec and not limits.decompress:
             return assigned
-        if codec:
-            try:
-                data = decompress(codec, view[pos + _HEADER : end], limits, allowance)
-            except BatchError:
-                return assigned
-            start, stop = 0, len(data)
-        else:
-            data, start, stop = raw, pos + _HEADER, end
-        if w.count > (stop - start) // _MIN_RECORD:
+        try:
+            data, start, stop = records_bytes(raw, view, pos, end, codec, limits, allowance)
+        except BatchError:
             return assigned
-        crc_ok = crc32c(view[pos + _CRC_START : end]) == be(b, pos + 17, 4)
+        if w.count > (stop - start) // MIN_RECORD:
+            return assigned
+        crc_ok = crc_matches(view, pos, end, be(b, pos + 17, 4))
         w.base_ts = <int64_t>be(b, pos + 27, 8)
         w.has_fixed_ts = attributes & _LOG_APPEND != 0
         w.fixed_ts = <int64_t>be(b, pos + 35, 8)

@@ -15,8 +15,8 @@ from .crc import crc32c
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
 _unpack_header = HEADER.unpack_from
-_CRC_START = 21  # the CRC covers attributes to the end of the batch
-_MIN_RECORD = 7  # length, attributes, timestamp, offset, key, value, header count: 1 byte each
+CRC_START = 21  # the CRC covers attributes to the end of the batch
+MIN_RECORD = 7  # length, attributes, timestamp, offset, key, value, header count: 1 byte each
 
 _TIMESTAMP_TYPE = 0x08
 _TRANSACTIONAL = 0x10
@@ -132,7 +132,7 @@ def open_batch(raw, view, pos, end, limits, allowance=None):
         "partition_leader_epoch": epoch,
         "crc": crc,
         # A bad CRC is reported, never a reason to drop the batch.
-        "crc_ok": crc32c(view[pos + _CRC_START : end]) == crc,
+        "crc_ok": crc_matches(view, pos, end, crc),
         "attributes": attributes,
         "compression": _CODEC_NAMES[codec],
         "timestamp_type": "log_append" if log_append else "create",
@@ -159,21 +159,32 @@ def open_batch(raw, view, pos, end, limits, allowance=None):
             raise common.TooManyRecords(f"{count} records passes the limit of {limits.max_records}")
         if codec and not limits.decompress:
             return batch, None, 0, 0  # uncompressed size unknown, by choice
-        if codec:
-            data = decompress(codec, view[pos + HEADER_SIZE : end], limits, allowance)
-            start, stop = 0, len(data)
-        else:
-            data, start, stop = raw, pos + HEADER_SIZE, end
+        data, start, stop = records_bytes(raw, view, pos, end, codec, limits, allowance)
         batch["uncompressed_size"] = stop - start
         if not limits.records:
             return batch, None, 0, 0
-        if count > (stop - start) // _MIN_RECORD:
+        if count > (stop - start) // MIN_RECORD:
             raise Corrupt(f"{count} records cannot fit in {stop - start} bytes")
     except BatchError as e:
         batch["status"] = e.status
         batch["error"] = str(e)
         return batch, None, 0, 0
     return batch, data, start, stop
+
+
+def records_bytes(raw, view, pos, end, codec, limits, allowance=None):
+    """(data, start, stop): where the records of the batch at ``raw[pos:end]`` lie, in
+    ``data[start:stop]``, decompressed into the allowance when ``codec`` is not 0 (its
+    BatchError where they cannot be)."""
+    if codec:
+        data = decompress(codec, view[pos + HEADER_SIZE : end], limits, allowance)
+        return data, 0, len(data)
+    return raw, pos + HEADER_SIZE, end
+
+
+def crc_matches(view, pos, end, crc):
+    """Whether the CRC-32C of the batch at ``view[pos:end]`` is ``crc``."""
+    return crc32c(view[pos + CRC_START : end]) == crc
 
 
 def _varint(buf, p):
