@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 import damage
+import pandas as pd
 import pytest
 import tshark_oracle
 from damage import CASES, MODES, Intact
@@ -51,52 +52,12 @@ RECORDED = [p for p in SAMPLES if not p.name.startswith("legacy-")]
 
 # Known shortfalls: (capture, case, mode or "*") -> what happens. They are xfail (strict: a fix
 # makes the test fail until its entry goes).
-ACK_BEFORE_DATA = (
-    "a data packet captured after the peer's ACK of it, with later data of its direction "
-    "before it: the tracker declares the acknowledged hole lost at the ACK (check_ack) and "
-    "drops the bytes as a retransmission when they come"
-)
-
 # (a): untouched exchanges not recovered.
-MALFORMED_AFTER_GAP = (
-    "a response that does not decode is not taken as one when re-finding frame boundaries "
-    "(the price of refusing false candidates): kcat, client port 40484, the capture starts "
-    "mid-connection and Tansu's truncated ListOffsets v0 response, frame 68, is skipped; "
-    "ListOffsets corr 3, frame 67, ends unanswered instead of malformed"
-)
-AIOKAFKA_DROP30 = (
-    "a response that does not decode is not taken as one when re-finding frame boundaries: "
-    "client port 40308, Tansu's truncated ListOffsets response 212 follows a gap, and the "
-    "request ends unanswered instead of malformed"
-)
-RECOVERY_KNOWN = {
-    ("aiokafka", "drop-30%-s1", "*"): AIOKAFKA_DROP30,
-    ("kcat", "cut_start-2", "*"): MALFORMED_AFTER_GAP,
-    **{
-        (capture, f"reorder-past-ack-s{seed}", "*"): ACK_BEFORE_DATA
-        + " (e.g. kafka-python s2: the first 32 KiB segment of the Fetch v12 corr 6 response, "
-        "frame 175, comes after segment 179 and after the client's ACK 176 of it: Fetch ends "
-        "unanswered)"
-        for capture, seeds in (
-            ("compression", (1, 3)),
-            ("confluent-kafka", (1, 2, 3)),
-            ("kafka-python", (1, 2, 3)),
-            ("kcat", (1, 2, 3)),
-            ("group-rebalance", (2, 3)),
-            ("transactions", (1, 3)),
-        )
-        for seed in seeds
-    },
-}
+RECOVERY_KNOWN = {}
 # (b): touched exchanges not accounted for.
 ACCOUNTING_KNOWN = {}
 # versus tshark: captures where tshark recovers more.
-TSHARK_KNOWN = {
-    ("aiokafka", "drop-30%-s1"): "tshark pairs the malformed ListOffsets response: "
-    + AIOKAFKA_DROP30,
-    ("kcat", "cut_start-2"): "tshark pairs the malformed ListOffsets response: "
-    + MALFORMED_AFTER_GAP,
-}
+TSHARK_KNOWN = {}
 
 
 def params(known, samples, cases, modes):
@@ -416,3 +377,52 @@ def test_more_than_tshark_after_losses(case, versus_tshark):
     ours = sum(c.ours["port"] for (_, k), c in versus_tshark.items() if k == case)
     theirs = sum(c.tshark for (_, k), c in versus_tshark.items() if k == case)
     assert ours > theirs
+
+
+# -- raw SASL tokens after a lost answer ---------------------------------------------------------
+
+
+def _sasl_v0(pairs):
+    rows = pairs[pairs["client_id"].astype(str) == "sasl-scram-sha-256-v0"]
+    cols = ["api_name", "request_frame", "response_frame", "status", "reason"]
+    return [tuple(None if pd.isna(v) else v for v in r) for r in rows[cols].itertuples(index=False)]
+
+
+def _without(workdir, name, frames):
+    """The recorded SASL capture without the packets of these (1-based) frames, dissected;
+    rows of the SCRAM client that uses a SaslHandshake v0, frames numbered as in the intact
+    capture."""
+    intact_sasl = intact(SAMPLES_BY_NAME["sasl"])
+    damaged = damage._remove("drop", intact_sasl.pcap.packets, {f - 1 for f in frames})
+    path = workdir / f"sasl-{name}.pcap"
+    damaged.write(path, intact_sasl.pcap)
+    pairs = dissector.read_pcap(path, ports=[9092])
+    for side in ("request_frame", "response_frame"):
+        pairs[side] = pairs[side].map(lambda f: None if pd.isna(f) else damaged.origin[f - 1])
+    return _sasl_v0(pairs)
+
+
+def test_raw_tokens_after_a_lost_handshake_answer_pair_by_order(workdir):
+    # The recorded capture: ApiVersions v0 124-126, SaslHandshake v0 128-129, then the SCRAM
+    # tokens 130-131 and 132-133, Metadata 134-135 (the scenario's SCRAM client).
+    intact_rows = _sasl_v0(dissector.read_pcap(SAMPLES_BY_NAME["sasl"], ports=[9092]))
+    assert [r[:3] for r in intact_rows[1:4]] == [
+        ("SaslHandshake", 128, 129),
+        ("SaslAuthenticate", 130, 131),
+        ("SaslAuthenticate", 132, 133),
+    ]
+    # The handshake's answer lost: the client's next frame is no Kafka request, so the broker
+    # accepted the mechanism, and the tokens are read as tokens, answered in order.
+    rows = _without(workdir, "handshake-answer", [129])
+    assert rows[1] == ("SaslHandshake", 128, None, "unanswered", "response lost in a capture gap")
+    assert rows[2:4] == [
+        ("SaslAuthenticate", 130, 131, "ok", None),
+        ("SaslAuthenticate", 132, 133, "ok", None),
+    ]
+    # The first token's answer lost too: the second token's answer answers the second token
+    # (SASL is lock-step), the first is unanswered.
+    rows = _without(workdir, "first-token-answer", [129, 131])
+    assert rows[2:4] == [
+        ("SaslAuthenticate", 130, None, "unanswered", "response lost in a capture gap"),
+        ("SaslAuthenticate", 132, 133, "ok", None),
+    ]

@@ -469,3 +469,27 @@ def test_a_search_passes_over_zeros_without_checking_them():
     assert calls == [10]
     assert f.bytes_skipped == 4 << 20
     check_accounting(f, items, len(data))
+
+
+def test_a_frame_held_at_a_packet_start_is_confirmed_by_the_end_of_the_stream():
+    # Mid-stream, the broker's last response does not decode (its check refuses it), but it
+    # starts where a packet begins and ends exactly where the stream ends: it is a frame.
+    def refuse(buf, pos, size, ts):
+        return False
+
+    last = struct.pack(">ii", 8, 7) + b"\x00\x01\x00\x02"  # corr 7, a body cut short
+    for ended in (None, "FIN"):
+        f = Framer(is_frame_start=refuse, synced=False, orphans=lambda: True)
+        out = f.feed(b"\xff" * 9, 1, 10)  # the rest of a frame whose start was not captured
+        out += f.feed(last, 2, 20)
+        assert not [x for x in out if isinstance(x, Frame)]
+        out += f.finish(ended)
+        frames = [x for x in out if isinstance(x, Frame)]
+        assert [(x.data, x.offset, x.first_frame, x.last_frame) for x in frames] == [
+            (last[4:], 9, 2, 2)
+        ]
+        assert sum(x.size for x in out if isinstance(x, Skipped)) == 9
+    # Bytes after it: the end does not confirm it.
+    f = Framer(is_frame_start=refuse, synced=False, orphans=lambda: True)
+    out = f.feed(b"\xff" * 9, 1, 10) + f.feed(last + b"\xff", 2, 20) + f.finish()
+    assert not [x for x in out if isinstance(x, Frame)]

@@ -11,6 +11,8 @@ JSON lines there, and --rotate-mb rotates every file format by the bytes written
 Every run is a child process bounded in time: a run that does not end fails its test.
 """
 
+import contextlib
+import fcntl
 import os
 import re
 import signal
@@ -99,6 +101,8 @@ class Feed:
     def _write(self, proc):
         # A FIFO opens once the run opened it for reading.
         out = proc.stdin if self.mode == "stdin" else open(self.path, "wb")  # noqa: SIM115
+        with contextlib.suppress(OSError):  # a larger pipe: the reader gets ahead of the core
+            fcntl.fcntl(out.fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)
         try:
             out.write(self.data)
             out.flush()

@@ -192,7 +192,8 @@ class Framer:
         # orphans() -> bool, if given, tells that this side carries responses: a search then
         # also takes a frame that starts where a packet's bytes begin (or where such a frame
         # ends) and ends exactly where a frame start the check confirms begins, directly or
-        # through a chain of such frames: a response whose request the capture did not see.
+        # through a chain of such frames, or where the stream ends: a response whose request
+        # the capture did not see, or one its check refused (a broker's malformed response).
         self.orphans = orphans
         # Search: [start, end, head] of those frames, and stream offsets where packets' bytes
         # begin, not yet tried (lists once there are some: most framers never hold any).
@@ -344,7 +345,7 @@ class Framer:
         was sent is then given out as a ShortFrame, the sender's doing."""
         out = []
         if self._mode == _SEARCH:
-            self._settle(out)
+            self._settle(out, True)
         mode = self._mode
         if mode == _BODY and ended:
             data = b"".join(self._chunks)
@@ -554,11 +555,14 @@ class Framer:
         self._sbuf += memoryview(data)[pos:] if pos else data
         return self._scan(out, False)
 
-    def _scan(self, out, final):
+    def _scan(self, out, final, at_end=False):
         """Look for a frame start in the search buffer; skip the bytes ruled out.
 
         A candidate whose check needs bytes still to come is left undecided, unless final (a
-        gap or the end follows): then it is checked with what there is.
+        gap or the end follows): then it is checked with what there is. at_end: the stream
+        ends after these bytes, so a chain of frames held that ends exactly where they do is
+        confirmed by that end (a last response its check refused, e.g. one cut short by its
+        broker, then the connection's end).
         Returns the pieces (bytes, 0, offset, frame, ts) from the frame start on, or [].
         """
         sbuf = self._sbuf
@@ -625,6 +629,11 @@ class Framer:
                 self._orphan(sbuf, q, size)
             p = q + 1
         orph = self._orph  # _orphan may have made it a list
+        if orphans and not found and at_end:
+            head = self._orphan_head(soff + end)
+            if head is not None:
+                p = head - soff
+                found = True
         if orphans and not found:
             # Frames held whose end the scan passed without a confirmed start there: none.
             until = soff + (end if final else p)
@@ -724,10 +733,10 @@ class Framer:
             ts = t
         return ts
 
-    def _settle(self, out):
+    def _settle(self, out, at_end=False):
         """Before a gap or the end: decide the search buffer with the bytes there are."""
         while self._mode == _SEARCH and self._sbuf:
-            pieces = self._scan(out, True)
+            pieces = self._scan(out, True, at_end)
             if not pieces:
                 break
             for piece in pieces:

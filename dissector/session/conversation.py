@@ -243,11 +243,18 @@ class Conversation:
             client = self.conn.client_side
             if client is None or side == client:
                 return self._request_shaped(buf, pos, size)
-            if isinstance(self.session, ModernSession) and size >= 4 and len(buf) - pos >= 4:
+            session = self.session
+            if isinstance(session, ModernSession) and session.raw_pending:
+                # A raw SASL token answers the client's, which waits for it: it is all the
+                # broker sends until the client speaks again, so it ends where its bytes do.
+                if size > WHOLE_WAIT:
+                    return False
+                return None if len(buf) - pos < size else len(buf) - pos == size
+            if isinstance(session, ModernSession) and size >= 4 and len(buf) - pos >= 4:
                 corr = i32(buf, pos)[0]
                 if len(buf) - pos >= size:
-                    return self.session.could_answer(corr, size, ts, bytes(buf[pos : pos + size]))
-                if not self.session.could_answer(corr, size, ts):
+                    return session.could_answer(corr, size, ts, bytes(buf[pos : pos + size]))
+                if not session.could_answer(corr, size, ts):
                     return False
                 # A small id (1, 2, ...) is found in any data: a frame that may be one is
                 # decided once whole, decoded as a response, unless too large to wait for.
@@ -309,7 +316,10 @@ class Conversation:
             if client is None or side == client:
                 return False
             session = self.session
-            return not (isinstance(session, ModernSession) and (session.pending or session.silent))
+            return not (
+                isinstance(session, ModernSession)
+                and (session.pending or session.silent or session.raw_pending)
+            )
 
         return refuses
 

@@ -247,6 +247,11 @@ class ModernSession:
             ]
             self.raw_pending = ()
             return early + self.request(frame)
+        sent = self.sent
+        if sent and sent[-1].api_key == SASL_HANDSHAKE:
+            lost = self._handshake_lost(sent[-1], data)
+            if lost:
+                return lost + self.request(frame)
         # Cut short by the client: decoded as far as it goes, a row at once (no answer comes).
         short = frame.__class__ is ShortFrame
         try:
@@ -387,8 +392,14 @@ class ModernSession:
     def response(self, frame):
         data = frame.data
         if self.raw_pending:
+            # SASL is lock-step: a client sends a token once the last one was answered, so a
+            # token answers the newest waiting; the answers to older ones were lost.
+            out = []
+            while len(self.raw_pending) > 1:
+                out += self.response_lost()
             req = self.raw_pending.popleft()
-            return [build(self.conn, PROTOCOL, req, self._raw_token(frame, from_client=False))]
+            out.append(build(self.conn, PROTOCOL, req, self._raw_token(frame, from_client=False)))
+            return out
         if len(data) < 4:
             self.bad.count(RESPONSE, frame.data)
             why = "response shorter than a header"
@@ -441,6 +452,37 @@ class ModernSession:
             one_more = False
         return out
 
+    def _handshake_lost(self, hs, data):
+        """After a SaslHandshake v0 still waiting, a frame from the client that is not a Kafka
+        request is a raw SASL token: a client sends one only once the broker accepted the
+        mechanism, so the capture lost that answer. The handshake (and what waited before it)
+        then ends unanswered and raw tokens follow; [] if this is not that case."""
+        if hs.api_version != 0 or not self._waiting(hs) or decodes_fully(data):
+            return []
+        self.lost = True  # the capture lost the broker's answer
+        out = self._passed_over(hs)  # takes the handshake off `sent`, and those before it
+        self._unqueue(hs)
+        why = "response lost in a capture gap"
+        out.append(build(self.conn, PROTOCOL, hs, status=ex.UNANSWERED, reason=why))
+        mechanism = (hs.body or {}).get("Mechanism")
+        self.mechanism = mechanism if isinstance(mechanism, str) else None
+        self.raw_sasl = True
+        return out
+
+    def _waiting(self, r):
+        queue = self.pending.get(r.correlation_id)
+        return queue is r or (queue is not None and queue.__class__ is not Request and r in queue)
+
+    def _unqueue(self, r):
+        """Take a request still waiting off its queue."""
+        queue = self.pending[r.correlation_id]
+        if queue is r:
+            del self.pending[r.correlation_id]
+            return
+        queue.remove(r)
+        if not queue:
+            del self.pending[r.correlation_id]
+
     def _passed_over(self, req):
         """Requests sent before `req` still waiting when its response came: a broker answers in
         order, so theirs will not come (lost in a capture gap, or never sent). The requests
@@ -451,14 +493,8 @@ class ModernSession:
             r = sent.popleft()
             if r is req:
                 break
-            queue = self.pending.get(r.correlation_id)
-            if queue is r:  # still waiting
-                del self.pending[r.correlation_id]
-                older.append(r)
-            elif queue is not None and queue.__class__ is not Request and r in queue:
-                queue.remove(r)
-                if not queue:
-                    del self.pending[r.correlation_id]
+            if self._waiting(r):
+                self._unqueue(r)
                 older.append(r)
         if not older:
             return []

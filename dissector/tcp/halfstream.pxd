@@ -9,4 +9,5 @@ cdef class HalfStream:
     cdef public object ack, base, dropped, dup, fin, gap, isn, items
     cdef public object max_buffer, pbytes, side, starts, syn
     cdef public object conflicting, pending, pieces, rsts_ignored, syns_ignored
+    cdef public long long waiting
     cdef public long long fastseq, nxt  # C integers: the tracker's fast path moves them

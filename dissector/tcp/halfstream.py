@@ -15,6 +15,11 @@ WRAP = 0x100000000
 # packet), counted against the buffer's bound so that many small pieces cannot hold more
 # memory than large ones.
 PIECE_COST = 288
+# Segments of a side a hole its receiver acknowledged waits for its bytes before it is taken
+# as lost by the capture. A capture can show a packet after the ACK of it (two CPUs handing
+# packets to the capture socket in either order), a few packets late; the peer's next data
+# ends the wait at once, so bytes never pass what answers them.
+LATE_SEGMENTS = 8
 
 
 class HalfStream:
@@ -43,6 +48,7 @@ class HalfStream:
         "syns_ignored",
         "pending",
         "pieces",
+        "waiting",
     )
 
     def __init__(self, conn, side, max_buffer):
@@ -72,6 +78,8 @@ class HalfStream:
         self.syns_ignored = 0  # new SYNs the connection's own traffic went on past
         self.pending = None  # a new SYN on this live connection, until the peer answers it
         self.pieces = 0  # segments (or parts of them) buffered: a mark each in their run
+        # Segments buffered since the receiver acknowledged the first hole (-1: it has not).
+        self.waiting = -1
 
     @property
     def seen(self):
@@ -91,7 +99,7 @@ class HalfStream:
             for s, (e, d, f, _) in zip(self.starts, self.items, strict=True)
         )
         fin = None if self.fin is None else (base + self.fin) & mask
-        return ((base + self.nxt) & mask, fin, self.ack, held)
+        return ((base + self.nxt) & mask, fin, self.ack, held, self.waiting)
 
     def syn_state(self):
         pending = self.pending
@@ -153,8 +161,14 @@ class HalfStream:
             self._deliver(data, size, frame, ts, out)
             if self.starts:
                 self._drain(frame, ts, out)
+                if not self.starts:
+                    self.waiting = -1
             return
         self._buffer(start, data, size, frame, ts)
+        if self.waiting >= 0:
+            self.waiting += 1
+            if self.waiting > LATE_SEGMENTS:
+                self.declare_acked(out)
         ack = self.peer.ack
         if ack is not None:
             self.check_ack(ack, out)
@@ -163,12 +177,19 @@ class HalfStream:
 
     def check_ack(self, ack, out):
         """A hole the receiver acknowledged was lost by the capture, not by the network: it will
-        never be retransmitted, so declare it now."""
-        if not self.starts:
+        never be retransmitted. Its bytes may still come, captured late: it waits for them
+        (LATE_SEGMENTS) before it is declared (declare_acked)."""
+        if self.starts and self.waiting < 0 and self.starts[0] <= self.offset(ack):
+            self.waiting = 0
+
+    def declare_acked(self, out):
+        """Declare the holes the receiver acknowledged: their bytes will not come."""
+        if self.waiting < 0:
             return
-        acked = self.offset(ack)
+        acked = self.offset(self.peer.ack)
         while self.starts and self.starts[0] <= acked:
             self._force(out)
+        self.waiting = -1
 
     def flush(self, out, frame, ts):
         """The end: holes become gaps, everything buffered is delivered."""
@@ -181,6 +202,7 @@ class HalfStream:
             self.nxt = self.fin
 
     def drop_buffered(self):
+        self.waiting = -1
         self.dropped += self.pbytes
         self.pbytes = 0
         self.pieces = 0
@@ -206,6 +228,8 @@ class HalfStream:
             self.gap += size
             self.nxt = start
         self._drain(None, None, out)
+        if not self.starts:
+            self.waiting = -1
 
     def _drain(self, frame, ts, out):
         """Deliver buffered pieces that have become contiguous; frame None: their own packets."""

@@ -291,6 +291,8 @@ class TcpTracker:
                         n = 0
                     else:
                         half.start(seq, False)
+                if peer.waiting >= 0:  # what this side sends may answer the bytes held
+                    peer.declare_acked(out)
                 start = half.offset(seq)
                 if n:
                     half.put(start, payload, n, frame, ts, out)
