@@ -8,6 +8,7 @@ numbers, the client being the side whose request the other side answers.
 import json
 import socket
 import struct
+import time
 from pathlib import Path
 
 import damage
@@ -54,9 +55,10 @@ def metadata_v1(corr, client_id):
     return frame
 
 
-def send_cut(broker, api_versions_first):
+def send_cut(broker, api_versions_first, reset=False):
     """A socket client: (an ApiVersions v0 exchange, then) the first CUT_SENT bytes of a
-    Metadata v1 request, then its FIN; it reads until the broker closes. Its port."""
+    Metadata v1 request, then its FIN, reading until the broker closes; or, `reset`, a RST
+    (SO_LINGER 0) right after those bytes. Its port."""
     sock = socket.create_connection((broker.host, broker.port), timeout=5)
     port = sock.getsockname()[1]
     try:
@@ -67,6 +69,10 @@ def send_cut(broker, api_versions_first):
             assert struct.unpack(">i", _read(sock, size)[:4])[0] == 1
             corr = 2
         sock.sendall(metadata_v1(corr, "cut")[:CUT_SENT])
+        if reset:
+            time.sleep(0.05)  # the bytes leave in a packet of their own before the RST
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            return port
         sock.shutdown(socket.SHUT_WR)
         try:
             while sock.recv(4096):
@@ -99,9 +105,9 @@ def cut_packet(path, port):
 
 @pytest.fixture(scope="module")
 def cut_capture(tmp_path_factory, tansu):
-    """Recorded against Tansu: two connections, each ending with a Metadata v1 request of
+    """Recorded against Tansu: three connections, each ending with a Metadata v1 request of
     504 bytes of which the client sent 30 before its FIN; the first after an ApiVersions
-    exchange, the second as its only request."""
+    exchange, the second as its only request; the third as its only request, then a RST."""
     from tools.broker import Recorder
 
     path = tmp_path_factory.mktemp("cut") / "cut.pcap"
@@ -111,7 +117,7 @@ def cut_capture(tmp_path_factory, tansu):
     except Exception as exc:  # noqa: BLE001 - no capture on loopback here
         pytest.skip(f"cannot capture on loopback: {exc}")
     try:
-        ports = (send_cut(tansu, True), send_cut(tansu, False))
+        ports = (send_cut(tansu, True), send_cut(tansu, False), send_cut(tansu, False, True))
     finally:
         recorder.stop()
     return path, tansu.port, ports
@@ -122,7 +128,7 @@ REASON = f"request cut short by the client: {CUT_SENT} of {CUT_SIZE} bytes, then
 
 @pytest.mark.parametrize("named", [True, False], ids=["port", "detected"])
 def test_a_request_cut_short_by_its_client_is_a_row(cut_capture, named):
-    path, broker_port, (first, only) = cut_capture
+    path, broker_port, (first, only, reset) = cut_capture
     pairs, streams, notes = dissect(path, (broker_port,) if named else ())
     rows = {port: pairs[pairs.client == f"127.0.0.1:{port}"] for port in (first, only)}
     assert list(rows[first].api_name) == ["ApiVersions", "Metadata"]
@@ -165,14 +171,24 @@ def test_a_request_cut_short_by_its_client_is_a_row(cut_capture, named):
         "malformed_frames": 1,
         "gaps": 0,
     }
-    assert set(requests.ended_by) == {"client"} and set(requests.end) == {"fin"}
+    # the client that reset the connection after its 30 bytes cut its request short too
+    row = pairs[pairs.client == f"127.0.0.1:{reset}"].iloc[-1]
+    assert (row.correlation_id, row.status, row.request_bytes) == (1, "malformed", CUT_SENT)
+    assert row.reason == REASON.replace("then FIN", "then RST")
+    assert row.request_frame == cut_packet(path, reset)
+    assert set(requests.ended_by) == {"client"}
+    assert list(requests.end.loc[[f"127.0.0.1:{p}" for p in (first, only, reset)]]) == [
+        "fin",
+        "fin",
+        "rst",
+    ]
     assert notes == []  # nothing lost, nothing not Kafka
 
 
 def test_a_lone_cut_request_is_not_kafka_without_port_and_no_loss(cut_capture, tmp_path):
     """Alone in its capture, to a broker nothing proved: not Kafka without --port (what was
     sent does not decode), a row with it; the capture lost nothing either way."""
-    path, broker_port, (_, only) = cut_capture
+    path, broker_port, (_, only, _) = cut_capture
     pcap = damage.read_pcap(path)
     alone = [p for p in pcap.packets if f":{only}" in (damage.tcp(p).src + damage.tcp(p).dst)]
     lone = tmp_path / "lone.pcap"

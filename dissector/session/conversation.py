@@ -210,13 +210,20 @@ class Conversation:
 
     def _ended(self, side, framer):
         """What ended this side's stream when its sender did: "FIN" when its FIN was seen,
-        every byte before it delivered (missing ones became a gap first) and framed in step
-        from the first (nothing skipped: no frame boundary was guessed). A frame left open
-        then was cut short by its sender."""
-        halves = self.conn._halves
-        if not halves or halves[side].fin is None:
+        "RST" when it reset the connection, every byte before delivered (missing ones became
+        a gap first) and framed in step from the first (nothing skipped: no frame boundary
+        was guessed). A frame left open then was cut short by its sender."""
+        conn = self.conn
+        halves = conn._halves
+        if not halves:
             return None
-        return None if self.gaps[side] or framer.bytes_skipped else "FIN"
+        if halves[side].fin is not None:
+            how = "FIN"
+        elif conn.end_reason == "rst" and conn.ended_by == side:
+            how = "RST"
+        else:
+            return None
+        return None if self.gaps[side] or framer.bytes_skipped else how
 
     def _framed(self, side, items, source=None):
         """Exchanges from the framer's items of one side; `source`, the framer they came from,
