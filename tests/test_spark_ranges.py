@@ -180,29 +180,27 @@ def test_a_topic_id_shows_its_name_only_once_learned_earlier():
     """Moments across groups: a lookup before the learning keeps the id, one after gets the
     name; within a group, the sequence orders a learning and a lookup of one packet."""
     from dissector.session.exchange import Exchange
-    from dissector.spark.crossing import Clock, PendingNames, settle_topics
+    from dissector.spark.crossing import Clock, TopicNames, named
 
     learner, asker = Clock(), Clock()
-    names = PendingNames(learner)
+    names = TopicNames(learner)
     learner.frame = 50
     names["id-A"] = "orders"
-    asked = PendingNames(asker)
-    marks = []
-    for frame in (49, 51):
+    settled = dict(names.learned)  # what the driver settles from the facts runs
+    asked = TopicNames(asker, settled)
+    for frame, expected in ((49, "id-A"), (51, "orders")):
         asker.frame = frame
-        marks.append(asked["id-A"])
-    learned = dict(names.learned)
-    for mark, expected in zip(marks, ("id-A", "orders"), strict=True):
-        e = Exchange(topics=sorted({"plain", mark}))
-        e.topic_names = {"id-A": mark}
-        settle_topics(e, learned)
-        assert e.topics == sorted({"plain", expected})
+        e = Exchange(topics=["plain", asked["id-A"]])
+        e.topic_names = {"id-A": e.topics[1]}
+        named(e)
+        assert e.topics == ["plain", expected]
         assert e.topic_names == ({"id-A": "orders"} if expected == "orders" else {})
-    same = PendingNames(learner)  # one group, one packet: learned, then looked up
+    # One group, one packet: learned, then looked up; a facts run (nothing settled) answers
+    # with the id, and counts the moment all the same.
+    same = TopicNames(learner)
     same["id-B"] = "payments"
-    e = Exchange(topics=[same["id-B"]])
-    settle_topics(e, dict(same.learned))
-    assert e.topics == ["payments"]
+    assert same["id-B"] == "id-B" and learner.seq == 3
+    assert TopicNames(learner, dict(same.learned))["id-B"] == "payments"
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,9 +1,9 @@
 """Topic ids, settled across ranges: a request or response naming a topic by id shows the
 topic's name when a Metadata or CreateTopics response naming it completed EARLIER in the
-capture, on any connection. A task answers every lookup of an id with a mark holding the
-moment of the lookup, and records each id its own range learns with the moment of the
-learning; once all are known, `settle_topics` resolves each mark against the earliest learning
-of its id.
+capture, on any connection. A `facts` run records each id its own range learns with the
+moment of the learning, and takes a moment for every lookup; once all are known, the driver
+settles the earliest learning of each id, and the `rows` run answers each lookup with the
+name learned before its moment, else the id.
 
 A moment is (frame being fed, 0, count within it) while packets are fed, and (END, the
 connection's first frame, count) while the capture's end ends connections, in stream order.
@@ -14,7 +14,6 @@ connections never tie (two connections never share a packet).
 from ..session.directory import NO_TOPIC_ID
 
 END = 1 << 62  # the frame of moments during the end-of-capture flush
-MARK = "\x00topic\x00"  # prefix of a lookup not settled yet: MARK id \0 frame \0 sub \0 seq
 
 
 class Clock:
@@ -35,12 +34,15 @@ class Clock:
         return (self.frame, self.sub, self.seq)
 
 
-class PendingNames:
-    """The id -> name map the core consults, answering every lookup with a mark to settle
-    later, and recording every name it is taught with the moment."""
+class TopicNames:
+    """The id -> name map the core consults: records every name it is taught with the moment;
+    answers a lookup with the name `settled` (id -> (moment, name), what the driver settled
+    for a `rows` run) learned before the lookup's moment, else with the id (`named` then
+    drops the ids from the exchange's `topic_names`, as one process never puts them there)."""
 
-    def __init__(self, clock):
+    def __init__(self, clock, settled=None):
         self.clock = clock
+        self.settled = settled or {}
         self.learned = {}  # id -> (moment, name), the earliest
 
     def __setitem__(self, topic_id, name):
@@ -51,35 +53,18 @@ class PendingNames:
         return topic_id != NO_TOPIC_ID
 
     def __getitem__(self, topic_id):
-        frame, sub, seq = self.clock.now()
-        return f"{MARK}{topic_id}\x00{frame}\x00{sub}\x00{seq}"
+        # Every lookup takes a moment, in a `facts` run too: moments count alike in both.
+        moment = self.clock.now()
+        known = self.settled.get(topic_id)
+        return known[1] if known is not None and known[0] < moment else topic_id
 
     def get(self, topic_id, default=None):
         return default if topic_id == NO_TOPIC_ID else self[topic_id]
 
 
-def _parse(mark):
-    topic_id, frame, sub, seq = mark[len(MARK) :].split("\x00")
-    return topic_id, (int(frame), int(sub), int(seq))
-
-
-def settle(value, learned):
-    """A topic entry: a settled mark becomes the name, or the id when not known by then."""
-    if not (isinstance(value, str) and value.startswith(MARK)):
-        return value
-    topic_id, moment = _parse(value)
-    known = learned.get(topic_id)
-    return known[1] if known is not None and known[0] < moment else topic_id
-
-
-def settle_topics(exchange, learned):
-    """Resolve the marks of one exchange in place: `topics` and `topic_names`."""
-    if exchange.topics and any(isinstance(t, str) and t.startswith(MARK) for t in exchange.topics):
-        exchange.topics = sorted({settle(t, learned) for t in exchange.topics})
-    if exchange.topic_names:
-        names = {}
-        for topic_id, mark in exchange.topic_names.items():
-            name = settle(mark, learned)
-            if name != topic_id:
-                names[topic_id] = name
-        exchange.topic_names = names
+def named(exchange):
+    """An exchange of a `rows` run as one process gives it: `topic_names` without the ids
+    that were answered as themselves."""
+    names = exchange.topic_names
+    if names:
+        exchange.topic_names = {k: v for k, v in names.items() if v != k}

@@ -28,7 +28,7 @@ from ..session import exchange as ex
 from ..session.directory import Directory
 from ..tables.schema import STREAM_COUNTERS
 from ..tcp.connection import endpoints_key
-from .crossing import END, Clock, PendingNames, settle_topics
+from .crossing import END, Clock, TopicNames, named
 
 SASL = (SASL_HANDSHAKE, SASL_AUTHENTICATE)
 SYN, SASL_PART, LOST = range(3)  # the parts of a connection's rare state
@@ -113,12 +113,12 @@ class _GroupTypes:
 
 
 class RangeDirectory(Directory):
-    """The Directory of a range: topic names answered with marks settled later (crossing.py),
+    """The Directory of a range: topic names answered as the driver settled them (crossing.py),
     Kafka endpoints and group types answered and recorded (verify.py checks the answers)."""
 
-    def __init__(self, clock, seeds):
+    def __init__(self, clock, seeds, topics=None):
         super().__init__()
-        self.topic_names = PendingNames(clock)
+        self.topic_names = TopicNames(clock, topics)
         self.endpoints = Lookups(clock, seeds.get("endpoints"))
         self.groups = Lookups(clock, seeds.get("groups"), latest=True)
         self.kafka_endpoints = _Endpoints(self.endpoints)
@@ -153,7 +153,8 @@ class RangeRun:
     def __init__(self, spec, options, seeds=None, settled=None):
         self.spec = spec
         self.clock = Clock()
-        self.directory = RangeDirectory(self.clock, seeds or {})
+        topics = None if settled is None else settled.topics
+        self.directory = RangeDirectory(self.clock, seeds or {}, topics)
         self.opened = []  # every connection the run opened, read-back included
         self.numbers = {}  # connection id -> stream number (a `rows` run)
         self.core = Dissector(Options(**options), self.directory, on_open=self._opened)
@@ -233,7 +234,7 @@ class RangeRun:
         now = self.clock.now
         for e in out:
             e.stream = self.numbers[e.stream]
-            settle_topics(e, self.settled.topics)
+            named(e)
             e.moment = now()
         return out
 
