@@ -87,7 +87,8 @@ class HalfStream:
 
     def state(self):
         """Where this side stands, in sequence numbers (not stream offsets, which depend on
-        where a run began): next byte, FIN, last ACK sent and the pieces held after a hole.
+        where a run began): next byte, FIN, last ACK sent, the pieces held after a hole and
+        how long an acknowledged hole has waited.
         None before its first byte. The SYN's sequence number is apart (`syn_state`): a run
         that joined mid-stream never saw it, and it matters only to a later SYN."""
         base = self.base
