@@ -9,7 +9,7 @@ from pathlib import Path
 
 import damage
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from spark_support import reference, run_in_process, spark_rows
 
@@ -117,6 +117,14 @@ def test_the_plan_in_one_process_equals_read_pcap(capture, table, split, seed):
     case=st.sampled_from(sorted(damage.CASES)),
     table=st.sampled_from(TABLES),
     split=st.integers(min_value=1, max_value=20_000),
+)
+# A range whose connection's client side is decided at its end, by the last frame of the
+# first side's `answering` framer (the end confirming a frame held at a packet's start).
+@example(
+    capture=Path(__file__).resolve().parent.parent / "captures" / "compression.pcap",
+    case="duplicate-20%-s3",
+    table="pairs",
+    split=1,
 )
 def test_damaged_copies_split_anywhere_equal_read_pcap(capture, case, table, split):
     pcap = damage.read_pcap(capture)

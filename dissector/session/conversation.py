@@ -172,11 +172,12 @@ class Conversation:
     def end(self):
         """The connection is over: flush partial frames; requests still waiting are unanswered."""
         out = []
-        if self.answering is not None and self.conn.client_side is None:
-            for side in (0, 1):
-                answering = self.answering[side]
-                ended = self._ended(side, answering)
-                out += self._replies(side, answering, answering.finish(ended))
+        for side in (0, 1):
+            if self.answering is None or self.conn.client_side is not None:
+                break  # decided (by the last frames of a side's `answering` framer, say)
+            answering = self.answering[side]
+            ended = self._ended(side, answering)
+            out += self._replies(side, answering, answering.finish(ended))
         conn = self.conn
         for side in (0, 1):
             framer = self.framers[side]
