@@ -252,22 +252,25 @@ class Conversation:
             if client is None or side == client:
                 return self._request_shaped(buf, pos, size)
             session = self.session
-            if isinstance(session, ModernSession) and session.raw_pending:
+            if not isinstance(session, ModernSession):
+                return False
+            have = len(buf) - pos
+            if session.raw_pending:
                 # A raw SASL token answers the client's, which waits for it: it is all the
                 # broker sends until the client speaks again, so it ends where its bytes do.
                 if size > WHOLE_WAIT:
                     return False
-                return None if len(buf) - pos < size else len(buf) - pos == size
-            if isinstance(session, ModernSession) and size >= 4 and len(buf) - pos >= 4:
-                corr = i32(buf, pos)[0]
-                if len(buf) - pos >= size:
-                    return session.could_answer(corr, size, ts, bytes(buf[pos : pos + size]))
-                if not session.could_answer(corr, size, ts):
-                    return False
-                # A small id (1, 2, ...) is found in any data: a frame that may be one is
-                # decided once whole, decoded as a response, unless too large to wait for.
-                return None if size <= WHOLE_WAIT else True
-            return False
+                return None if have < size else have == size
+            if size < 4 or have < 4:
+                return False
+            corr = i32(buf, pos)[0]
+            if have >= size:
+                return session.could_answer(corr, size, ts, bytes(buf[pos : pos + size]))
+            if not session.could_answer(corr, size, ts):
+                return False
+            # A small id (1, 2, ...) is found in any data: a frame that may be one is decided
+            # once whole, decoded as a response, unless too large to wait for.
+            return None if size <= WHOLE_WAIT else True
 
         return check
 
