@@ -172,11 +172,11 @@ class HalfStream:
                 self.declare_acked(out)
         ack = self.peer.ack
         if ack is not None:
-            self.check_ack(ack, out)
+            self.check_ack(ack)
         while self.pbytes + PIECE_COST * (self.pieces + len(self.starts)) > self.max_buffer:
             self._force(out)
 
-    def check_ack(self, ack, out):
+    def check_ack(self, ack):
         """A hole the receiver acknowledged was lost by the capture, not by the network: it will
         never be retransmitted. Its bytes may still come, captured late: it waits for them
         (LATE_SEGMENTS) before it is declared (declare_acked)."""

@@ -273,7 +273,7 @@ class TcpTracker:
         if flags & ACK:
             half.ack = ack
             if peer.starts:
-                peer.check_ack(ack, out)
+                peer.check_ack(ack)
         if flags & FIN:
             _ending(conn, half.side, frame, ts)
         if conn._ignored:
