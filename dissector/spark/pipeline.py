@@ -110,15 +110,18 @@ class Dissected:
         by_id = {r["id"]: bytes(r["facts"]) for r in got}
         return [by_id[i] for i in range(len(items))]
 
+    def _ranges(self):
+        """The arguments of every range's `rows` task: (spec, seeds, settled facts)."""
+        return [
+            (c.spec(i), self.seeds[c.capture], self.outcomes[c.capture].settled[i])
+            for c in self.split
+            for i in range(c.tasks)
+        ]
+
     def _split_rows(self, table, timestamps, summaries):
         """The table of the split captures: one task a range."""
         options, schema = self.options, _split_schema(table, timestamps, summaries)
-        blobs = []
-        for c in self.split:
-            outcome, seeds = self.outcomes[c.capture], self.seeds[c.capture]
-            for i in range(c.tasks):
-                blobs.append((c.spec(i), seeds, outcome.settled[i]))
-        blobs = [pickle.dumps(b, pickle.HIGHEST_PROTOCOL) for b in blobs]
+        blobs = [pickle.dumps(b, pickle.HIGHEST_PROTOCOL) for b in self._ranges()]
 
         def run(batches):
             for batch in batches:
@@ -170,9 +173,7 @@ class Dissected:
             return self._write_in_spark(path, table, timestamps)
         job = parts.prepare(path)
         blobs = [("whole", group) for group in pack_whole(self.whole, MIN_TASK_BYTES)]
-        for c in self.split:
-            outcome, seeds = self.outcomes[c.capture], self.seeds[c.capture]
-            blobs += [("range", c.spec(i), seeds, outcome.settled[i]) for i in range(c.tasks)]
+        blobs += [("range", *r) for r in self._ranges()]
         blobs = [pickle.dumps(b, pickle.HIGHEST_PROTOCOL) for b in blobs]
         options = self.options
         schema = _split_schema(table, timestamps, summaries=True)

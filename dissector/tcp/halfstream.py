@@ -162,8 +162,6 @@ class HalfStream:
             self._deliver(data, size, frame, ts, out)
             if self.starts:
                 self._drain(frame, ts, out)
-                if not self.starts:
-                    self.waiting = -1
             return
         self._buffer(start, data, size, frame, ts)
         if self.waiting >= 0:
@@ -184,9 +182,8 @@ class HalfStream:
             self.waiting = 0
 
     def declare_acked(self, out):
-        """Declare the holes the receiver acknowledged: their bytes will not come."""
-        if self.waiting < 0:
-            return
+        """Declare the holes the receiver acknowledged (while `waiting`): their bytes will not
+        come."""
         acked = self.offset(self.peer.ack)
         while self.starts and self.starts[0] <= acked:
             self._force(out)
@@ -229,8 +226,6 @@ class HalfStream:
             self.gap += size
             self.nxt = start
         self._drain(None, None, out)
-        if not self.starts:
-            self.waiting = -1
 
     def _drain(self, frame, ts, out):
         """Deliver buffered pieces that have become contiguous; frame None: their own packets."""
@@ -276,6 +271,8 @@ class HalfStream:
         del starts[:i]
         del items[:i]
         self.nxt = nxt
+        if not starts:  # no hole left to wait on
+            self.waiting = -1
 
     def _compare(self, start, data):
         """Count the buffered bytes that data, about to be delivered at start, contradicts:
