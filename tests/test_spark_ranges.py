@@ -259,3 +259,49 @@ def test_ranges_cut_through_frames_and_long_connections():
     got = run_in_process([path], "pairs", 1024, read_back=256)
     assert spark_rows(got) == reference(path, "pairs")
     assert outcomes[path].packets == len(packets_of(path))
+
+
+def test_a_connection_idle_across_many_ranges_is_read_back_over_its_own_history(tmp_path):
+    """kafka-python.pcap cut in two, confluent-kafka.pcap's traffic put between the halves:
+    the first half's connections are idle across every range of that traffic. A range where
+    one of them wakes up reads it back over its own history (the ranges with a packet of
+    it), never over the traffic it was idle through, so what a task reads stays bounded
+    however long a connection is quiet; and the tables equal read_pcap."""
+    from dissector.spark.pipeline import _options
+    from dissector.spark.plan import plan_split, survey_here
+    from dissector.spark.split import run_facts_task, split_tasks
+
+    def packets(name):
+        return damage.read_pcap(CAPTURES[[c.name for c in CAPTURES].index(name)])
+
+    base, filler = packets("kafka-python.pcap"), packets("confluent-kafka.pcap").packets
+    cut = len(base.packets) // 2
+    before, after = base.packets[:cut], base.packets[cut:]
+    shift = before[-1].sec + 1 - filler[0].sec
+    filler = [p._replace(sec=p.sec + shift) for p in filler]
+    later = filler[-1].sec + 2 - after[0].sec
+    after = [p._replace(sec=p.sec + later) for p in after]
+    path = str(tmp_path / "idle.pcap")
+    damage.write_pcap(path, base, before + filler + after)
+    head = 24 + sum(16 + len(p.data) for p in before)  # where the quiet stretch starts
+    tail = head + sum(16 + len(p.data) for p in filler)  # and ends
+
+    split_bytes, read_back = 2048, 512
+    _, split, _ = plan_split([path], split_bytes, read_back, survey_here)
+    (capture,) = split
+    opts = _options({})
+    split_tasks(split, opts, lambda items: [run_facts_task(s, opts, x) for s, x in items])
+    quiet = [c for c in capture.chunks if head <= c["start"] and c["stop"] <= tail]
+    assert len(quiet) > 40
+    woken = 0
+    for i in range(capture.tasks):
+        spec = capture.spec(i)
+        if capture.chunks[capture.bounds[i]]["start"] < tail or not spec["filtered"]:
+            continue
+        woken += 1  # read back over some connections' own packets
+        read = spec["chunks"][: spec["full"]]
+        assert sum(1 for c in read if head <= c["start"] and c["stop"] <= tail) < 8
+    assert woken
+    for table in ("pairs", "streams"):
+        got = run_in_process([path], table, split_bytes, read_back=read_back)
+        assert spark_rows(got) == reference(path, table)

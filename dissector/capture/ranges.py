@@ -218,15 +218,24 @@ def _survey_pcap(win, head, start, end, known_start):
     first = pos if pos < end else None
     count = 0
     offsets = []
+    append = offsets.append
+    incl_at = struct.Struct(head.byteorder + "I").unpack_from
+    # The record headers are read in place from the window's buffer: a slice each cost
+    # half the walk.
+    hdr = pcap.RECORD_HEADER_LEN
+    buf, base, have = win.buf, win.base, len(win.buf)
     while pos < end:
-        offsets.append(pos)
-        raw = win.read(pos, pcap.RECORD_HEADER_LEN)
-        if len(raw) < pcap.RECORD_HEADER_LEN:
-            return _with(
-                Survey(start, end, first, pos, count, cut="record header" if raw else ""), offsets
-            )
-        incl = unpack(raw)[2]
-        nxt = pos + pcap.RECORD_HEADER_LEN + incl
+        append(pos)
+        i = pos - base
+        if i < 0 or i + hdr > have:
+            raw = win.read(pos, hdr)
+            if len(raw) < hdr:
+                cut = "record header" if raw else ""
+                return _with(Survey(start, end, first, pos, count, cut=cut), offsets)
+            buf, base, have = win.buf, win.base, len(win.buf)
+            i = pos - base
+        incl = incl_at(buf, i + 8)[0]
+        nxt = pos + hdr + incl
         if nxt > size:
             if incl > pcap.MAX_RECORD:
                 why = f"record claims {incl} captured bytes"

@@ -173,11 +173,11 @@ class RangeRun:
 
     def __iter__(self):
         spec = self.spec
-        chunks, own, full = spec["chunks"], spec["own"], spec.get("full", 0)
+        chunks, own, full = spec["chunks"], spec["own"], spec["full"]
         core, clock = self.core, self.clock
-        if full:  # further back, the packets of a few connections only
-            keys, net = spec["extra"], NetDecoder()
-            for packet in range_packets(piece_of(chunks[:full])):
+        net = NetDecoder()
+        for a, b, keys in spec["filtered"]:  # further back, the packets of a few connections
+            for packet in range_packets(piece_of(chunks[a:b])):
                 seg = net.decode(packet)
                 if (
                     seg is not None

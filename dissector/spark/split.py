@@ -32,7 +32,8 @@ class SplitCapture:
         self.chunks = chunks  # dicts of Piece fields, prefix in hex, in file order
         self.bounds = bounds  # task i owns chunks [bounds[i], bounds[i + 1])
         self.back = [min(1, b) for b in self.bounds[:-1]]  # read-back chunks per task
-        # Per task, connections read back further on their own: key -> first chunk.
+        # Per task, connections read back further on their own: key -> the chunks read for
+        # their packets only (see `longer`).
         self.extra = [{} for _ in self.bounds[:-1]]
         self.frames = [c["frames"] + 1 for c in chunks]  # the first frame of each chunk
 
@@ -42,31 +43,48 @@ class SplitCapture:
 
     def spec(self, i):
         first, end = self.bounds[i], self.bounds[i + 1]
-        back = self.back[i]
-        extra = self.extra[i]
-        start = min([first - back, *extra.values()])
+        start = first - self.back[i]
+        keys = set(self.extra[i])
+        # The chunks of their histories (before the read-back), read for the packets of all of
+        # them: what one needs may help another find its state.
+        runs = []  # [first, stop] of consecutive chunks
+        for c in sorted({c for read in self.extra[i].values() for c in read if c < start}):
+            if runs and runs[-1][1] == c:
+                runs[-1][1] = c + 1
+            else:
+                runs.append([c, c + 1])
+        chunks, filtered = [], []
+        for a, b in runs:
+            filtered.append((len(chunks), len(chunks) + b - a, keys))
+            chunks += self.chunks[a:b]
         return {
             "capture": self.capture,
             "index": i,
-            "chunks": self.chunks[start:end],
-            "own": first - start,
-            "full": first - back - start,  # before it, only the packets of `extra`
-            "extra": set(extra),
+            "chunks": chunks + self.chunks[start:end],
+            "filtered": filtered,  # (first, stop, keys): chunks read for those keys only
+            "full": len(chunks),  # where the read-back of every packet starts
+            "own": len(chunks) + first - start,
             "first_frame": self.chunks[first]["frames"] + 1,
         }
 
-    def longer(self, i, why_task=None, key=None, last_frame=None):
+    def longer(self, i, why_task=None, key=None, last_frame=None, history=()):
         """Read back further. For one connection (`key`) whose packet before the range lies
-        beyond the read-back (`last_frame`): its own packets only, from a chunk before that
-        one (further each time). Else all packets: twice as far, and at least to where
-        `why_task`'s read-back began (the range whose view this one did not reach)."""
+        beyond the read-back (`last_frame`): its own packets only, over the last chunks of
+        its history (those of the ranges with a packet of it, `history`, up to that packet),
+        6, then 18, 42, 90, ...: however long it was idle, what is read for it is some of
+        its own history, never the traffic it was idle through. Else all packets: twice as
+        far, and at least to where `why_task`'s read-back began (the range whose view this
+        one did not reach)."""
         first = self.bounds[i]
         if key is not None and last_frame is not None:
             at = bisect_right(self.frames, last_frame) - 1  # the chunk of that packet
-            known = self.extra[i].get(key)
-            reach = first - at + 1 if known is None else 2 * (first - known)
-            self.extra[i][key] = max(0, first - reach)
-            return
+            chunks = [
+                c for r in history for c in range(self.bounds[r], min(self.bounds[r + 1], at + 1))
+            ]
+            if chunks:
+                read = self.extra[i].get(key, ())
+                self.extra[i][key] = chunks[-(2 * len(read) + 6) :]
+                return
         want = 2 * self.back[i]
         if why_task is not None and why_task < i:
             want = max(want, first - self.bounds[why_task] + self.back[why_task])
@@ -91,6 +109,7 @@ def split_tasks(captures, options, run_facts):
             # with it: else each round would set right one range more.
             outcome = check(facts[c.capture], taint=_round > 0)
             outcomes[c.capture] = outcome
+            touched = _touched(facts[c.capture]) if outcome.redo else {}
             for i, wrong in sorted(outcome.redo.items()):
                 if _round >= LAST_RESORT:  # from the capture's start: exact by construction
                     c.back[i], c.extra[i] = c.bounds[i], {}
@@ -98,11 +117,21 @@ def split_tasks(captures, options, run_facts):
                     if why.startswith(("endpoint", "group")):
                         seeds[c.capture] = outcome.seeds
                     elif _round < LAST_RESORT:
-                        c.longer(i, source, key, last_frame)
+                        history = [r for r in touched.get(key, ()) if r < i]
+                        c.longer(i, source, key, last_frame, history)
                 todo.append((c, i))
         if not todo:
             return outcomes, seeds, facts
     raise RuntimeError(f"ranges still disagree after {MAX_ROUNDS} rounds: {todo[:3]}")
+
+
+def _touched(facts):
+    """Connection key -> the ranges with a packet of it, in file order."""
+    out = {}
+    for r, f in enumerate(facts):
+        for key, _, _ in f["checked"]:
+            out.setdefault(key, []).append(r)
+    return out
 
 
 def _loaded(f):

@@ -6,7 +6,7 @@ command line ask for when this table is wanted.
 
 from ..protocol import legacy
 from ..protocol.apikeys import PRODUCE
-from .partitions import error_of, partition_index, partition_items
+from .partitions import partition_index, partition_items
 
 EXCHANGE_COLUMNS = (
     "stream",
@@ -138,12 +138,24 @@ UNKNOWN = object()  # no offset assigned (yet): produced records keep none
 
 def assigned_offsets(e):
     """(topic, partition) -> the base offset a Produce response assigned to what the request
-    sent there (its records count on from it, batch after batch)."""
-    if not isinstance(e.response, dict):
+    sent there (its records count on from it, batch after batch). The response's own layout
+    is walked: the generic walk of partition_items cost a twentieth of the records table."""
+    body = e.response
+    if body.__class__ is not dict:
         return {}
     out = {}
-    for topic, topic_id, item, _ in partition_items(e.response):
-        base = item.get("BaseOffset")
-        if base is not None and base >= 0 and not error_of(item):
-            out[(topic or e.topic_names.get(topic_id, topic_id), partition_index(item))] = base
+    names = e.topic_names
+    for topic in body.get("Responses") or ():
+        if topic.__class__ is not dict:
+            continue
+        name = topic.get("Name")
+        if not name or name.__class__ is not str:  # v13 on: by id
+            topic_id = topic.get("TopicId")
+            name = names.get(topic_id, topic_id)
+        for item in topic.get("PartitionResponses") or ():
+            if item.__class__ is not dict:
+                continue
+            base = item.get("BaseOffset")
+            if base is not None and base >= 0 and not item.get("ErrorCode"):
+                out[(name, item.get("Index"))] = base
     return out
