@@ -7,7 +7,7 @@ cdef class Records:
     cdef public object src
     cdef bytes buf
     cdef Py_ssize_t n, pos
-    cdef long long base, frame, frac_ns
+    cdef long long base, frame, first, frac_ns
     cdef public long long offset
     cdef int linktype
     cdef object unpack

@@ -61,8 +61,9 @@ class Records:
         self.buf = buf
         self.n = len(buf)
         self.pos = FILE_HEADER_LEN
-        self.base = 0  # file offset of buf[0]
-        self.frame = 0
+        self.base = src.offset_base  # file offset of buf[0]
+        self.frame = src.frame_base  # the frame of the packet last given out
+        self.first = self.frame + 1
         self.unpack = _RECORD[byteorder]
         self.frac_ns = frac_ns
         self.linktype = linktype
@@ -98,8 +99,8 @@ class Records:
         end = start + incl
         self.frame += 1
         self.offset = self.base + pos
-        if self.frame == 1:
-            src.first_of_linktype[self.linktype] = (1, self.offset)
+        if self.frame == self.first:
+            src.first_of_linktype[self.linktype] = (self.frame, self.offset)
         self.pos = end
         ts = sec * 1_000_000_000 + frac * self.frac_ns
         return _new(Packet, (self.frame, ts, self.linktype, self.buf[start:end], orig))

@@ -82,9 +82,9 @@ def iter_pcapng(src, buf: bytes) -> Iterator[Packet]:
     refill = src.refill
     first_of_linktype = src.first_of_linktype
     pos = 0
-    base = 0  # file offset of buf[0]
+    base = start = src.offset_base  # file offset of buf[0]; of the stream's start
     n = len(buf)
-    frame = 0
+    frame = src.frame_base  # the frame of the packet last given out
     bo = "<"
     ifaces: list[tuple[int, int, int, int, int]] = []
     unpack_block = _BLOCK[bo].unpack_from
@@ -103,9 +103,9 @@ def iter_pcapng(src, buf: bytes) -> Iterator[Packet]:
             pos = 0
             n = len(buf)
             if n < 12:
-                if n and not base:
+                if n and base == start:
                     raise CaptureError(
-                        path, "file ends inside the section header block", frame + 1, 0
+                        path, "file ends inside the section header block", frame + 1, start
                     )
                 src.end(frame + 1, base, "block header" if n else "")
                 return
@@ -163,9 +163,9 @@ def iter_pcapng(src, buf: bytes) -> Iterator[Packet]:
             n = len(buf)
             end = blen
             if end > n:
-                if not base:
+                if base == start:
                     raise CaptureError(
-                        path, "file ends inside the section header block", frame + 1, 0
+                        path, "file ends inside the section header block", frame + 1, start
                     )
                 src.end(frame + 1, base, "block")
                 return

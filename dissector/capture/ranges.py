@@ -27,7 +27,6 @@ import struct
 from dataclasses import dataclass, field
 
 from dissector.capture import pcap, pcapng
-from dissector.capture.packet import Packet
 from dissector.capture.reader import GZIP_MAGIC, Inflated, Source, parse
 from dissector.errors import CaptureError
 
@@ -448,18 +447,9 @@ def range_packets(piece, warnings=None, first_of_linktype=None):
         if not head:
             raise CaptureError(piece.path, "empty file, not a capture", frame=1, offset=0)
         _, packets = parse(src, head)
-        base = piece.frames
-        new = tuple.__new__
-        try:
-            for p in packets:
-                yield new(Packet, (p[0] + base, p[1], p[2], p[3], p[4]))
-            if first_of_linktype is not None:
-                for lt, (frame, offset) in src.first_of_linktype.items():
-                    first_of_linktype[lt] = (frame + base, offset + shift)
-        except CaptureError as e:
-            offset = None if e.offset is None else e.offset + shift
-            frame = None if e.frame is None else e.frame + base
-            raise CaptureError(piece.path, e.reason, frame, offset) from None
+        yield from packets
+        if first_of_linktype is not None:
+            first_of_linktype.update(src.first_of_linktype)
 
 
 def pieces(path, split_bytes):

@@ -56,8 +56,9 @@ class Source:
         # before the packet after it (a driver sets Dissector.add_tls_secrets); None: dropped.
         self.on_secrets = None
         self._clamped = False
-        # Added to the frames and offsets of warnings: a byte range of a file read alone
-        # names them as in the whole file.
+        # Where the parsers count frames and offsets from: a byte range of a file read alone
+        # (capture/ranges.py) numbers its packets, and names them in warnings and errors, as
+        # the whole file does.
         self.frame_base = 0
         self.offset_base = 0
 
@@ -108,7 +109,6 @@ class Source:
             reason = "compressed stream ends early, without its end marker"
         else:
             return
-        frame, offset = frame + self.frame_base, offset + self.offset_base
         self.warnings.append(
             f"{self.path}: frame {frame}, offset {offset}: truncated capture: {reason}; "
             "decoded up to the cut"
@@ -118,7 +118,6 @@ class Source:
         """A timestamp beyond what 64-bit nanoseconds hold, brought to the nearest end of it."""
         if not self._clamped:
             self._clamped = True
-            frame, offset = frame + self.frame_base, offset + self.offset_base
             self.warnings.append(
                 f"{self.path}: frame {frame}, offset {offset}: {CLAMPED} "
                 "(before 1677 or after 2262), clamped"
