@@ -14,6 +14,7 @@ the packets of the connections it missed. Spark or a plain loop runs the tasks
 import pickle
 from bisect import bisect_right
 
+from .. import heap
 from ..options import Options
 from .ranges import RangeRun, streams_rows
 from .summary import summarised
@@ -142,8 +143,9 @@ def run_facts_task(spec, options, seeds):
     """A `facts` task (pickled, as it leaves a Spark task). Record sets are only sized: no
     fact depends on what is inside them."""
     run = RangeRun(spec, {**options, "records": "none", "decompress": False}, seeds)
-    for _ in run:
-        pass
+    with heap.rarer_collections():
+        for _ in run:
+            pass
     return pickle.dumps(run.facts(), pickle.HIGHEST_PROTOCOL)
 
 
@@ -152,6 +154,11 @@ def run_rows_task(spec, options, seeds, settled, table, summary=None, streams=No
     declared schema), or for "partitions" lists of rows and the completion moment of each
     row's exchange. `summary`: a Summary that sees every exchange; `streams`: a list that
     gets the accounting rows of the connections the range ends."""
+    with heap.rarer_collections():
+        yield from _rows(spec, options, seeds, settled, table, summary, streams)
+
+
+def _rows(spec, options, seeds, settled, table, summary, streams):
     from ..tables import ROW_BUILDERS, arrow_batches
 
     run = RangeRun(spec, options, seeds, settled)

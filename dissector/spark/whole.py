@@ -12,6 +12,7 @@ from contextlib import ExitStack
 
 import pyarrow as pa
 
+from .. import heap
 from ..capture.ranges import open_input
 from ..options import Options
 from ..source import Dissection
@@ -36,6 +37,7 @@ def table_batches(capture, table, options, schema, summaries=False):
     base = pa.schema([f for f in schema if f.name != SUMMARY])
     summary = new_summary(options) if summaries else None
     with ExitStack() as stack:
+        stack.enter_context(heap.rarer_collections())
         chosen = Options(**options)
         dissection = _dissection(capture, chosen, stack)
         items = dissection if summary is None else summarised(dissection, summary)
