@@ -46,6 +46,25 @@ def test_every_table_of_a_capture_set_equals_read_pcap(sample_set, table):
         assert spark_rows(got, path) == reference(path, table, **options), path
 
 
+
+def test_task_arguments_too_large_to_go_with_the_function_are_joined_in(
+    spark, tmp_path, monkeypatch
+):
+    """Tasks' arguments travel with the function while they are small all together, else in
+    rows joined in, each task reading its own: the tables are the same either way."""
+    from dissector.spark import Dissected, pipeline
+
+    path = CAPTURES[0]
+    expected = reference(path, "pairs")
+    for inline in (pipeline.INLINE_ARGUMENTS, 0):
+        monkeypatch.setattr(pipeline, "INLINE_ARGUMENTS", inline)
+        dissected = Dissected(spark, path, "8k")
+        assert len(dissected.split[0].bounds) > 3  # several ranges
+        assert spark_rows(dissected.table("pairs").toArrow(), path) == expected
+        out = tmp_path / f"inline-{inline}"
+        assert dissected.write(str(out)) == len(expected)
+        assert spark_rows(spark.read.parquet(str(out)).toArrow(), path) == expected
+
 def test_whole_and_split_captures_in_one_set(spark, capsys):
     """Captures below the split size are dissected in the task that reads them, the others by
     byte ranges: every table and the summary equal read_pcap and analyze."""
