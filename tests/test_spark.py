@@ -46,7 +46,6 @@ def test_every_table_of_a_capture_set_equals_read_pcap(sample_set, table):
         assert spark_rows(got, path) == reference(path, table, **options), path
 
 
-
 def test_task_arguments_too_large_to_go_with_the_function_are_joined_in(
     spark, tmp_path, monkeypatch
 ):
@@ -64,6 +63,7 @@ def test_task_arguments_too_large_to_go_with_the_function_are_joined_in(
         out = tmp_path / f"inline-{inline}"
         assert dissected.write(str(out)) == len(expected)
         assert spark_rows(spark.read.parquet(str(out)).toArrow(), path) == expected
+
 
 def test_whole_and_split_captures_in_one_set(spark, capsys):
     """Captures below the split size are dissected in the task that reads them, the others by

@@ -170,28 +170,27 @@ class RangeRun:
         self.first_of_linktype = {}
         self.unsupported_before = {}
         self.last_frame = spec["chunks"][0]["frames"]
+        self.net = NetDecoder()  # to tell the packets of some connections apart
+        self.fed = []  # a run for some connections alone: the frames of its own range fed
 
     def __iter__(self):
         spec = self.spec
         chunks, own, full = spec["chunks"], spec["own"], spec["full"]
+        only = spec.get("only")  # a run for these connections alone: see `partial`
         core, clock = self.core, self.clock
-        net = NetDecoder()
         for a, b, keys in spec["filtered"]:  # further back, the packets of a few connections
-            for packet in range_packets(piece_of(chunks[a:b])):
-                seg = net.decode(packet)
-                if (
-                    seg is not None
-                    and endpoints_key((seg.src, seg.sport), (seg.dst, seg.dport)) in keys
-                ):
-                    clock.at(packet.frame)
-                    core.feed(packet)
+            keys = keys if only is None else keys & only
+            for packet in self._of(range_packets(piece_of(chunks[a:b])), keys):
+                clock.at(packet.frame)
+                core.feed(packet)
         if own > full:
-            for packet in range_packets(piece_of(chunks[full:own])):
+            for packet in self._of(range_packets(piece_of(chunks[full:own])), only):
                 clock.at(packet.frame)
                 core.feed(packet)  # what the read-back completes was another range's
         self._own()
         ended = core.ended
-        for packet in range_packets(piece_of(chunks[own:]), self.warnings, self.first_of_linktype):
+        packets = range_packets(piece_of(chunks[own:]), self.warnings, self.first_of_linktype)
+        for packet in self._of(packets, only):
             clock.at(packet.frame)
             out = core.feed(packet)
             if out:
@@ -200,9 +199,25 @@ class RangeRun:
             if events:
                 self._ended(events)
             self.last_frame = packet.frame
+            if only is not None:
+                self.fed.append(packet.frame)
         self.end = core.snapshot()
         if self.settled is not None and self.settled.flush:
             yield from self._flush()
+
+    def _of(self, packets, keys):
+        """The packets of the connections `keys` (None: all)."""
+        if keys is None:
+            yield from packets
+            return
+        net = self.net
+        for packet in packets:
+            seg = net.decode(packet)
+            if (
+                seg is not None
+                and endpoints_key((seg.src, seg.sport), (seg.dst, seg.dport)) in keys
+            ):
+                yield packet
 
     def _opened(self, conn):
         self.opened.append(conn)
@@ -320,6 +335,7 @@ class RangeRun:
                 lt: [n, frame, self.first_of_linktype.get(lt, (frame, None))[1]]
                 for lt, (n, frame) in unsupported.items()
             },
+            "fed": self.fed,
         }
 
     def _crossing(self, c, key, carried, live):
@@ -341,6 +357,37 @@ class RangeRun:
             "how_known": before is None or not before.kafka,
             "delta": delta(rows, before.accounting if before is not None else None),
         }
+
+
+def partial(facts, part, keys):
+    """The facts of a range with those of connections `keys` replaced by `part`, the facts of
+    a run for them alone (spec["only"]), which fed the frames `part["fed"]` of its own
+    range: what a range says of a connection, and what it learns and looks up, comes from
+    that connection's packets only. None where the range's facts cannot be parted: a topic id
+    first learned there by one of them (a range keeps only the first learning of each)."""
+    mine = set(part["fed"])
+    if any(moment[0] in mine for _, moment, _ in facts["topics"]):
+        return None
+    out = dict(facts)
+    for name in ("crossing",):
+        out[name] = [c for c in facts[name] if c["key"] not in keys] + part[name]
+    for name in ("checked", "closes"):
+        out[name] = [c for c in facts[name] if c[0] not in keys] + part[name]
+    flagged = {k: v for k, v in facts["flagged"].items() if k not in keys}
+    out["flagged"] = {**flagged, **part["flagged"]}
+    out["opened"] = sorted([f for f in facts["opened"] if f not in mine] + part["opened"])
+    topics = {t: (m, n) for t, m, n in facts["topics"]}
+    for t, m, n in part["topics"]:
+        if t not in topics or m < topics[t][0]:
+            topics[t] = (m, n)
+    out["topics"] = [(t, m, n) for t, (m, n) in topics.items()]
+    for name in ("endpoints", "groups"):
+        out[name] = tuple(
+            [e for e in old if e[1][0] not in mine] + new
+            for old, new in zip(facts[name], part[name], strict=True)
+        )
+    out["fed"] = []
+    return out
 
 
 def _state(snap):

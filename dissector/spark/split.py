@@ -16,7 +16,7 @@ from bisect import bisect_right
 
 from .. import heap
 from ..options import Options
-from .ranges import RangeRun, streams_rows
+from .ranges import RangeRun, partial, streams_rows
 from .summary import summarised
 from .verify import check
 
@@ -75,7 +75,7 @@ class SplitCapture:
         6, then 18, 42, 90, ...: however long it was idle, what is read for it is some of
         its own history, never the traffic it was idle through. Else all packets: twice as
         far, and at least to where `why_task`'s read-back began (the range whose view this
-        one did not reach)."""
+        one did not reach). Returns whether only that connection reads further."""
         first = self.bounds[i]
         if key is not None and last_frame is not None:
             at = bisect_right(self.frames, last_frame) - 1  # the chunk of that packet
@@ -85,11 +85,12 @@ class SplitCapture:
             if chunks:
                 read = self.extra[i].get(key, ())
                 self.extra[i][key] = chunks[-(2 * len(read) + 6) :]
-                return
+                return True
         want = 2 * self.back[i]
         if why_task is not None and why_task < i:
             want = max(want, first - self.bounds[why_task] + self.back[why_task])
         self.back[i] = min(first, max(want, 1))
+        return False
 
 
 def split_tasks(captures, options, run_facts):
@@ -98,12 +99,10 @@ def split_tasks(captures, options, run_facts):
     run_facts([(spec, seeds)]) -> [facts], in the same order (pickled or not)."""
     facts = {c.capture: [None] * c.tasks for c in captures}
     seeds = {c.capture: {} for c in captures}
-    todo = [(c, i) for c in captures for i in range(c.tasks)]
+    todo = [(c, i, None) for c in captures for i in range(c.tasks)]
     outcomes = {}
     for _round in range(MAX_ROUNDS):
-        results = run_facts([(c.spec(i), seeds[c.capture]) for c, i in todo])
-        for (c, i), f in zip(todo, results, strict=True):
-            facts[c.capture][i] = _loaded(f)
+        _run(todo, facts, seeds, run_facts)
         todo = []
         for c in captures:
             # From the second check on, a range agreeing with one that was wrong is redone
@@ -114,16 +113,44 @@ def split_tasks(captures, options, run_facts):
             for i, wrong in sorted(outcome.redo.items()):
                 if _round >= LAST_RESORT:  # from the capture's start: exact by construction
                     c.back[i], c.extra[i] = c.bounds[i], {}
+                alone = _round < LAST_RESORT  # only some connections are run again
                 for why, source, key, last_frame in wrong:
                     if why.startswith(("endpoint", "group")):
                         seeds[c.capture] = outcome.seeds
+                        alone = False
                     elif _round < LAST_RESORT:
                         history = [r for r in touched.get(key, ()) if r < i]
-                        c.longer(i, source, key, last_frame, history)
-                todo.append((c, i))
+                        alone = c.longer(i, source, key, last_frame, history) and alone
+                    else:
+                        alone = False
+                keys = {key for _, _, key, _ in wrong}
+                todo.append((c, i, keys if alone and None not in keys else None))
         if not todo:
             return outcomes, seeds, facts
     raise RuntimeError(f"ranges still disagree after {MAX_ROUNDS} rounds: {todo[:3]}")
+
+
+def _run(todo, facts, seeds, run_facts):
+    """The facts of the ranges `todo` [(capture, range, keys)] into `facts`. A range whose
+    keys are given disagreed only in what it says of those connections: they are run again
+    alone, and their facts replace theirs (ranges.partial), where a range can be parted so;
+    else, and for the others, the whole range is run."""
+    items = [
+        (c.spec(i) if keys is None else {**c.spec(i), "only": keys}, seeds[c.capture])
+        for c, i, keys in todo
+    ]
+    results = run_facts(items)
+    whole = []
+    for (c, i, keys), f in zip(todo, results, strict=True):
+        f = _loaded(f)
+        if keys is not None:
+            f = partial(facts[c.capture][i], f, keys)
+            if f is None:
+                whole.append((c, i, None))
+                continue
+        facts[c.capture][i] = f
+    if whole:
+        _run(whole, facts, seeds, run_facts)
 
 
 def _touched(facts):
