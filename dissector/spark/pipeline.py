@@ -81,17 +81,18 @@ class Dissected:
 
     # -- tasks -----------------------------------------------------------------------------
 
-    def _tasks(self, blobs):
+    def _tasks(self, items):
         """A DataFrame of one row a task, one task a partition, and `arguments(batch)`: the
-        (task id, arguments) of a batch of its rows. Arguments that are small all together
-        travel with the function every task gets; larger ones in the rows, from a table
-        joined in (a Spark job more: 0.13 s), so that a task reads only its own."""
+        (task id, item) of a batch of its rows, for the task items given. Items small all
+        together (pickled) travel with the function every task gets; larger ones in the rows,
+        from a table joined in (a Spark job more: 0.13 s), so that a task reads only its own."""
+        blobs = [pickle.dumps(item, pickle.HIGHEST_PROTOCOL) for item in items]
         n = len(blobs)
         ids = self.spark.range(0, n, 1, n)
         if sum(map(len, blobs)) <= INLINE_ARGUMENTS:
 
             def inline(batch):
-                return [(i, blobs[i]) for i in batch.column("id").to_pylist()]
+                return [(i, pickle.loads(blobs[i])) for i in batch.column("id").to_pylist()]
 
             return ids, inline
         from pyspark.sql import functions as F
@@ -104,15 +105,12 @@ class Dissected:
     def _facts(self, items):
         """The `facts` of tasks [(spec, seeds)], run in Spark, in order."""
         options = self.options
-        blobs = [pickle.dumps(item, pickle.HIGHEST_PROTOCOL) for item in items]
-
-        tasks, arguments = self._tasks(blobs)
+        tasks, arguments = self._tasks(items)
 
         def run(batches):
             for batch in batches:
                 ids, out = [], []
-                for task, blob in arguments(batch):
-                    spec, seeds = pickle.loads(blob)
+                for task, (spec, seeds) in arguments(batch):
                     ids.append(task)
                     out.append(run_facts_task(spec, options, seeds))
                 yield pa.RecordBatch.from_arrays(
@@ -134,14 +132,11 @@ class Dissected:
     def _split_rows(self, table, timestamps, summaries):
         """The table of the split captures: one task a range."""
         options, schema = self.options, _split_schema(table, timestamps, summaries)
-        blobs = [pickle.dumps(b, pickle.HIGHEST_PROTOCOL) for b in self._ranges()]
-
-        tasks, arguments = self._tasks(blobs)
+        tasks, arguments = self._tasks(self._ranges())
 
         def run(batches):
             for batch in batches:
-                for _task, blob in arguments(batch):
-                    spec, seeds, settled = pickle.loads(blob)
+                for _task, (spec, seeds, settled) in arguments(batch):
                     yield from rows_batches(spec, options, seeds, settled, table, schema, summaries)
 
         return tasks.mapInArrow(run, spark_schema(schema))
@@ -187,19 +182,17 @@ class Dissected:
         if (table == "partitions" and self.split) or not parts.reachable(self.spark, path):
             return self._write_in_spark(path, table, timestamps)
         job = parts.prepare(path)
-        blobs = [("whole", group) for group in pack_whole(self.whole, MIN_TASK_BYTES)]
-        blobs += [("range", *r) for r in self._ranges()]
-        blobs = [pickle.dumps(b, pickle.HIGHEST_PROTOCOL) for b in blobs]
+        items = [("whole", group) for group in pack_whole(self.whole, MIN_TASK_BYTES)]
+        items += [("range", *r) for r in self._ranges()]
         options = self.options
         schema = _split_schema(table, timestamps, summaries=True)
         wide = table_schema(table, timestamps).append(pa.field(SUMMARY, pa.binary()))
 
-        tasks, arguments = self._tasks(blobs)
+        tasks, arguments = self._tasks(items)
 
         def run(batches):
             for batch in batches:
-                for task, blob in arguments(batch):
-                    kind, *args = pickle.loads(blob)
+                for task, (kind, *args) in arguments(batch):
                     if kind == "whole":
                         made = [
                             table_batches(capture, table, options, wide, summaries=True)
@@ -254,8 +247,9 @@ class Dissected:
 
 
 def _joined(batch):
-    """(task id, arguments) of a batch of rows that carry them."""
-    return list(zip(batch.column("id").to_pylist(), batch.column("task").to_pylist(), strict=True))
+    """(task id, item) of a batch of rows that carry them pickled."""
+    ids, blobs = batch.column("id").to_pylist(), batch.column("task").to_pylist()
+    return [(i, pickle.loads(b)) for i, b in zip(ids, blobs, strict=True)]
 
 
 def _split_schema(table, timestamps, summaries):

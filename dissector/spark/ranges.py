@@ -190,7 +190,7 @@ class RangeRun:
         self._own()
         ended = core.ended
         packets = range_packets(piece_of(chunks[own:]), self.warnings, self.first_of_linktype)
-        for packet in self._of(packets, only):
+        for packet in self._of(packets, only, self.fed):
             clock.at(packet.frame)
             out = core.feed(packet)
             if out:
@@ -199,17 +199,16 @@ class RangeRun:
             if events:
                 self._ended(events)
             self.last_frame = packet.frame
-            if only is not None:
-                self.fed.append(packet.frame)
         self.end = core.snapshot()
         if self.settled is not None and self.settled.flush:
             yield from self._flush()
 
-    def _of(self, packets, keys):
-        """The packets of the connections `keys` (None: all)."""
-        if keys is None:
-            yield from packets
-            return
+    def _of(self, packets, keys, fed=None):
+        """The packets of the connections `keys` (None: all, as they come), their frames
+        added to `fed` if given."""
+        return packets if keys is None else self._only(packets, keys, fed)
+
+    def _only(self, packets, keys, fed):
         net = self.net
         for packet in packets:
             seg = net.decode(packet)
@@ -217,6 +216,8 @@ class RangeRun:
                 seg is not None
                 and endpoints_key((seg.src, seg.sport), (seg.dst, seg.dport)) in keys
             ):
+                if fed is not None:
+                    fed.append(packet.frame)
                 yield packet
 
     def _opened(self, conn):
@@ -369,8 +370,7 @@ def partial(facts, part, keys):
     if any(moment[0] in mine for _, moment, _ in facts["topics"]):
         return None
     out = dict(facts)
-    for name in ("crossing",):
-        out[name] = [c for c in facts[name] if c["key"] not in keys] + part[name]
+    out["crossing"] = [c for c in facts["crossing"] if c["key"] not in keys] + part["crossing"]
     for name in ("checked", "closes"):
         out[name] = [c for c in facts[name] if c[0] not in keys] + part[name]
     flagged = {k: v for k, v in facts["flagged"].items() if k not in keys}

@@ -121,10 +121,8 @@ def split_tasks(captures, options, run_facts):
                     elif _round < LAST_RESORT:
                         history = [r for r in touched.get(key, ()) if r < i]
                         alone = c.longer(i, source, key, last_frame, history) and alone
-                    else:
-                        alone = False
-                keys = {key for _, _, key, _ in wrong}
-                todo.append((c, i, keys if alone and None not in keys else None))
+                keys = {key for _, _, key, _ in wrong} if alone else None
+                todo.append((c, i, keys))
         if not todo:
             return outcomes, seeds, facts
     raise RuntimeError(f"ranges still disagree after {MAX_ROUNDS} rounds: {todo[:3]}")
