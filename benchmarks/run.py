@@ -18,7 +18,10 @@ after round of every command, so a change of machine load touches them all alike
 * ``kafka-dissect analyze F --no-progress --table records -o records.parquet``;
 * ``dissector.read_pcap(F, table="records")`` (a DataFrame of every record);
 * ``dissector.dissect(F, records="full")`` iterated, every body read and its records counted
-  (a dict per record, in Python).
+  (a dict per record, in Python);
+* tshark and the two parquet commands again on cores 0 and 1 (``taskset -c 0,1``): parquet
+  is encoded and written on a thread of its own, behind the dissection; their ratios are to
+  tshark on the same two cores.
 
 On a capture of TLS connections (its manifest names its key log K) tshark decrypts instead:
 ``-o tls.keylog_file:K -d tcp.port==P,tls -d tls.port==P,kafka`` in place of
@@ -55,6 +58,7 @@ HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
 PY = sys.executable
 CORE = "0"
+BOTH = "0,1"  # the rows that show what a second core gives
 TSHARK_FIELDS = (
     "frame.number",
     "kafka.api_key",
@@ -171,6 +175,8 @@ class Command:
     rss_kb: list[int] = field(default_factory=list)
     stdout: str = ""
     failure: str | None = None
+    cores: str = CORE  # taskset's list
+    baseline: str = "tshark"  # the command its ratios are to: tshark on the same cores
 
 
 def commands(capture: Capture, tmp: Path) -> list[Command]:
@@ -191,6 +197,7 @@ def commands(capture: Capture, tmp: Path) -> list[Command]:
     parquet = str(tmp / "pairs.parquet")
     records = [*analyze, "--table", "records", "-o", str(tmp / "records.parquet")]
     keys = [str(keylog)] if keylog else []
+    both = {"cores": BOTH, "baseline": "tshark_both"}
     return [
         Command("tshark", "tshark -T fields", [*tshark, *fields]),
         Command("summary", "kafka-dissect analyze", analyze),
@@ -205,6 +212,10 @@ def commands(capture: Capture, tmp: Path) -> list[Command]:
             'dissect(records="full") streamed, every record read',
             [PY, "-c", STREAMED_FULL, path, *keys],
         ),
+        # Writing parquet runs behind, on a thread of its own: what a second core gives.
+        Command("tshark_both", "tshark -T fields, 2 cores", [*tshark, *fields], cores=BOTH),
+        Command("parquet_both", "… -o pairs.parquet, 2 cores", [*analyze, "-o", parquet], **both),
+        Command("records_both", "… --table records -o records.parquet, 2 cores", records, **both),
     ]
 
 
@@ -212,8 +223,8 @@ def commands(capture: Capture, tmp: Path) -> list[Command]:
 
 
 def measure(cmd: Command, tmp: Path) -> None:
-    """One run of ``cmd`` pinned to one core: appends its wall time and peak RSS."""
-    argv = ["taskset", "-c", CORE, *cmd.argv]
+    """One run of ``cmd`` pinned to its cores: appends its wall time and peak RSS."""
+    argv = ["taskset", "-c", cmd.cores, *cmd.argv]
     report = tmp / "time.txt"
     if Path("/usr/bin/time").exists():
         argv = ["/usr/bin/time", "-f", "%M %U %S", "-o", str(report), *argv]
@@ -344,8 +355,8 @@ def capture_section(capture: Capture, plan: list[Command], repeat: int) -> list[
         "| exchanges/s | peak RSS MB |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    tshark = next(c for c in plan if c.key == "tshark")
     for cmd in plan:
+        tshark = next(c for c in plan if c.key == cmd.baseline)
         if not cmd.walls:
             lines.append(f"| {cmd.label} | failed: {cmd.failure} | | | | | | | | |")
             continue
@@ -487,7 +498,8 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"- machine: {machine()}; shared with other work while measured (load average "
         f"{load_before} at the start, {load()} at the end)",
-        f"- every command pinned to core {CORE} (`taskset -c {CORE}`); commands alternate round "
+        f"- every command pinned to core {CORE} (`taskset -c {CORE}`) but those marked 2 cores "
+        f"(`taskset -c {BOTH}`, ratios to tshark on the same cores); commands alternate round "
         "by round; medians (wall time also as its range); captures in the page cache",
         f"- Python {platform.python_version()}; {version(['tshark', '--version'])}; "
         f"code at {git or 'unknown'}",

@@ -82,7 +82,7 @@ def analyze(args):
         from .tables.output import TableWriter
 
         several = len(args.captures) > 1
-        writer = TableWriter(args.output, table, several, args.compress_values)
+        writer = TableWriter(args.output, table, several, args.compress_values, background=True)
     options = dissection_options(args, table if args.output else None)
     try:
         for path in args.captures:

@@ -10,6 +10,9 @@ formats need text: timestamps become ISO 8601 with every digit the capture has
 import base64
 import csv
 import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -39,37 +42,46 @@ class TableWriter:
 
     capture=True adds a leading `capture` column, filled from write(batch, capture=...).
     compress_values: parquet compresses the records' keys and values too (PAYLOADS).
+    background: parquet encodes and writes a batch on a thread of its own while the caller
+    makes the next one (Arrow lets go of the GIL meanwhile), one batch behind at most; an
+    error of that write is raised by the next write or by close.
     """
 
-    def __init__(self, path, table="pairs", capture=False, compress_values=False):
+    def __init__(self, path, table="pairs", capture=False, compress_values=False, background=False):
         self.path = Path(path)
         self.format = output_format(path)
         self.schema = with_capture(SCHEMAS[table]) if capture else SCHEMAS[table]
         self.capture = capture
         self.rows = 0
-        self._file = self._writer = None
-        if self.format == ".parquet":
-            self._sink = pa.OSFile(str(self.path), "wb")  # its position: the bytes written
-            self._writer = parquet_writer(self._sink, self.schema, table, compress_values)
-        else:
-            self._file = self._sink = open(self.path, "w", newline="", encoding="utf-8")  # noqa: SIM115
-            if self.format == ".csv":
-                self._writer = csv.writer(self._file)
-                self._writer.writerow(self.schema.names)
+        self._file = self._writer = self._thread = self._behind = None
+        with self._named():
+            if self.format == ".parquet":
+                self._sink = pa.OSFile(str(self.path), "wb")  # its position: the bytes written
+                self._writer = parquet_writer(self._sink, self.schema, table, compress_values)
+                if background:
+                    self._thread = ThreadPoolExecutor(1, thread_name_prefix="parquet-writer")
+            else:
+                self._file = self._sink = open(self.path, "w", newline="", encoding="utf-8")  # noqa: SIM115
+                if self.format == ".csv":
+                    self._writer = csv.writer(self._file)
+                    self._writer.writerow(self.schema.names)
 
     def write(self, batch, capture=None):
         if self.capture:
             names = column((str(capture),) * batch.num_rows, pa.string())
             batch = pa.RecordBatch.from_arrays([names, *batch.columns], schema=self.schema)
         self.rows += batch.num_rows
-        if self.format == ".parquet":
-            self._writer.write_batch(batch)
-            return
-        if self.format == ".csv":
-            text = as_text(batch, lists_as_json=True)
-            self._writer.writerows(zip(*text.values(), strict=True))
-        else:
-            self._file.writelines(json_lines(batch))
+        with self._named():
+            if self._thread is not None:
+                self._caught_up()
+                self._behind = self._thread.submit(self._writer.write_batch, batch)
+            elif self.format == ".parquet":
+                self._writer.write_batch(batch)
+            elif self.format == ".csv":
+                text = as_text(batch, lists_as_json=True)
+                self._writer.writerows(zip(*text.values(), strict=True))
+            else:
+                self._file.writelines(json_lines(batch))
 
     @property
     def bytes_written(self):
@@ -78,12 +90,33 @@ class TableWriter:
         position: call it once a batch, not once a row."""
         return self._sink.tell()
 
+    def _caught_up(self):
+        """Waits for the batch being written behind; raises its error."""
+        behind, self._behind = self._behind, None
+        if behind is not None:
+            behind.result()
+
+    @contextmanager
+    def _named(self):
+        """A failed write (a full disk, say) says which file: Arrow's errors do not."""
+        try:
+            yield
+        except OSError as e:
+            reason = os.strerror(e.errno) if e.errno else str(e)
+            raise OSError(e.errno, reason, str(self.path)) from None
+
     def close(self):
-        if self.format == ".parquet":
-            self._writer.close()
-            self._sink.close()
-        else:
-            self._file.close()
+        with self._named():
+            if self.format != ".parquet":
+                self._file.close()
+                return
+            try:
+                self._caught_up()
+            finally:
+                if self._thread is not None:
+                    self._thread.shutdown()
+                self._writer.close()
+                self._sink.close()
 
     def __enter__(self):
         return self
