@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import pyarrow as pa
 
-from ..tables.output import parquet_writer
+from ..tables.output import WrittenBehind, parquet_writer
 from .whole import SUMMARY
 
 PARTS = pa.schema([("capture", pa.string()), ("rows", pa.int64()), ("summary", pa.binary())])
@@ -85,13 +85,17 @@ def write_capture(batches, path, job, task, table, compress_values=False):
             if writer is None:
                 fs.create_dir(f"{root}/{TEMPORARY}/{job}", recursive=True)
                 sink = fs.open_output_stream(temporary)
-                writer = parquet_writer(sink, data.schema, table, compress_values)
+                # Written behind: the thread encodes while the task dissects on, and takes
+                # the cores the JVM and the driver leave idle between tasks.
+                writer = WrittenBehind(parquet_writer(sink, data.schema, table, compress_values))
             writer.write_batch(data)
             rows += data.num_rows
     finally:
         if writer is not None:
-            writer.close()
-            sink.close()
+            try:
+                writer.close()  # raises the error of a write behind, if one failed
+            finally:
+                sink.close()
     if writer is not None:
         final = f"{root}/{capture_dir(capture)}"
         fs.create_dir(final, recursive=True)

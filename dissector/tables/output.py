@@ -42,9 +42,7 @@ class TableWriter:
 
     capture=True adds a leading `capture` column, filled from write(batch, capture=...).
     compress_values: parquet compresses the records' keys and values too (PAYLOADS).
-    background: parquet encodes and writes a batch on a thread of its own while the caller
-    makes the next one (Arrow lets go of the GIL meanwhile), one batch behind at most; an
-    error of that write is raised by the next write or by close.
+    background: parquet is written behind (WrittenBehind).
     """
 
     def __init__(self, path, table="pairs", capture=False, compress_values=False, background=False):
@@ -53,13 +51,13 @@ class TableWriter:
         self.schema = with_capture(SCHEMAS[table]) if capture else SCHEMAS[table]
         self.capture = capture
         self.rows = 0
-        self._file = self._writer = self._thread = self._behind = None
+        self._file = self._writer = None
         with self._named():
             if self.format == ".parquet":
                 self._sink = pa.OSFile(str(self.path), "wb")  # its position: the bytes written
                 self._writer = parquet_writer(self._sink, self.schema, table, compress_values)
                 if background:
-                    self._thread = ThreadPoolExecutor(1, thread_name_prefix="parquet-writer")
+                    self._writer = WrittenBehind(self._writer)
             else:
                 self._file = self._sink = open(self.path, "w", newline="", encoding="utf-8")  # noqa: SIM115
                 if self.format == ".csv":
@@ -72,10 +70,7 @@ class TableWriter:
             batch = pa.RecordBatch.from_arrays([names, *batch.columns], schema=self.schema)
         self.rows += batch.num_rows
         with self._named():
-            if self._thread is not None:
-                self._caught_up()
-                self._behind = self._thread.submit(self._writer.write_batch, batch)
-            elif self.format == ".parquet":
+            if self.format == ".parquet":
                 self._writer.write_batch(batch)
             elif self.format == ".csv":
                 text = as_text(batch, lists_as_json=True)
@@ -89,12 +84,6 @@ class TableWriter:
         (parquet adds its footer at close). A text file's tell() flushes and gives its byte
         position: call it once a batch, not once a row."""
         return self._sink.tell()
-
-    def _caught_up(self):
-        """Waits for the batch being written behind; raises its error."""
-        behind, self._behind = self._behind, None
-        if behind is not None:
-            behind.result()
 
     @contextmanager
     def _named(self):
@@ -111,11 +100,8 @@ class TableWriter:
                 self._file.close()
                 return
             try:
-                self._caught_up()
-            finally:
-                if self._thread is not None:
-                    self._thread.shutdown()
                 self._writer.close()
+            finally:
                 self._sink.close()
 
     def __enter__(self):
@@ -123,6 +109,34 @@ class TableWriter:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class WrittenBehind:
+    """A ParquetWriter whose batches are encoded and written on a thread of its own while the
+    caller makes the next one (Arrow lets go of the GIL meanwhile): one batch behind at most,
+    so a second core takes that work. An error of a write behind is raised by the next
+    write_batch or by close; close closes the writer either way."""
+
+    def __init__(self, writer):
+        self._writer = writer
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="parquet-writer")
+        self._behind = None
+
+    def write_batch(self, batch):
+        self._caught_up()
+        self._behind = self._thread.submit(self._writer.write_batch, batch)
+
+    def _caught_up(self):
+        behind, self._behind = self._behind, None
+        if behind is not None:
+            behind.result()
+
+    def close(self):
+        try:
+            self._caught_up()
+        finally:
+            self._thread.shutdown()
+            self._writer.close()
 
 
 def parquet_writer(sink, schema, table, compress_values=False):
