@@ -81,8 +81,9 @@ class TableWriter:
     @property
     def bytes_written(self):
         """Bytes handed to the file so far: its size on disk lags behind by what buffers hold
-        (parquet adds its footer at close). A text file's tell() flushes and gives its byte
-        position: call it once a batch, not once a row."""
+        (parquet adds its footer at close; written behind, the batch being written may not
+        count yet). A text file's tell() flushes and gives its byte position: call it once a
+        batch, not once a row."""
         return self._sink.tell()
 
     @contextmanager
