@@ -171,37 +171,6 @@ def test_nanoseconds_big_endian_pcapng_and_gzip(spark, odd_files):
     assert pairs["request_start"].dt.microsecond.notna().all()
 
 
-def test_a_plan_made_while_the_session_starts_is_the_one_made_after(spark, odd_files, monkeypatch):
-    from dissector.spark import Dissected, pipeline
-    from dissector.spark.pipeline import plan_ahead
-
-    def plan(d):
-        return [(c.capture, c.chunks, c.bounds) for c in d.split], d.whole, d.warnings
-
-    ahead = plan_ahead("local[2]", odd_files, "3k")
-    made = ahead.plan(odd_files, 3 << 10, 32 << 20)
-    assert made is not None and len(made[1]) == 2  # split: the two larger than 3k, not gzip
-    after = Dissected(spark, odd_files, "3k")
-    planned = plan_ahead(None, odd_files, "3k")
-    planned.plan(odd_files, 3 << 10, 32 << 20)  # done: Dissected must not plan again
-    with monkeypatch.context() as m:
-        m.setattr(pipeline, "plan_split", None)
-        d = Dissected(spark, odd_files, "3k", planned=planned)
-    assert plan(d) == plan(after)
-    assert spark_rows(d.table("pairs").toArrow(), odd_files[0]) == reference(odd_files[0], "pairs")
-    # Planned for other sizes, or for files that fail: planned again, as without it.
-    assert ahead.plan(odd_files, 4 << 10, 32 << 20) is None
-    other = Dissected(spark, odd_files, "4k", planned=ahead)
-    assert plan(other) == plan(Dissected(spark, odd_files, "4k"))
-    missing = [*odd_files, "/nonexistent/x.pcap"]
-    for planned in (None, plan_ahead("local[*]", missing, "3k")):
-        with pytest.raises(FileNotFoundError, match="x.pcap"):
-            Dissected(spark, missing, "3k", planned=planned)
-    # Only where the session's cores are known before it starts.
-    assert plan_ahead("spark://127.0.0.1:7077", odd_files) is None
-    assert plan_ahead("local-cluster[2,1,1024]", odd_files) is None
-
-
 def test_command_line_writes_parquet_and_the_analyze_summary(spark, tmp_path, capsys):
     from dissector.cli import analyze, build_parser
     from dissector.spark import cli

@@ -420,20 +420,15 @@ def _one_line(text):
 
 def _run(args, spark):
     from . import Dissected, register
-    from .pipeline import plan_ahead
 
     conf = getattr(args, "conf", None) or ()
-    planned = None
-    if spark is None:  # planned while the session starts
-        planned = plan_ahead(args.master, args.captures, args.split_bytes, args.read_back)
-        spark = session(args.master, conf, getattr(args, "spark_log", None))
+    spark = spark or session(args.master, conf, getattr(args, "spark_log", None))
     register(spark)
     dissected = Dissected(
         spark,
         args.captures,
         args.split_bytes,
         args.read_back,
-        planned=planned,
         ports=args.port,
         **dissection_options(args, args.table),
     )

@@ -11,29 +11,18 @@ for it. Nothing is cached or shuffled (but the partitions table's committed offs
 is taken over the whole capture in a window).
 """
 
-import os
 import pickle
-import re
-import threading
 import warnings
 from dataclasses import fields
 
 import pyarrow as pa
 
-from ..capture.ranges import file_size
 from ..options import Options
 from ..tables.schema import SCHEMAS
 from ..tls import KeyLog
 from . import parts
 from .notes import piece_warnings
-from .plan import (
-    LOCAL_MODE_SURVEY_BYTES,
-    expand,
-    pack_whole,
-    plan_split,
-    survey_here,
-    surveys_in_spark,
-)
+from .plan import expand, pack_whole, plan_split, surveys_in_spark
 from .split import DEFAULT_READ_BACK, run_facts_task, run_rows_task, split_tasks
 from .types import for_spark, spark_schema, table_schema
 from .whole import SUMMARY, table_batches, whole_tasks
@@ -69,18 +58,16 @@ class Dissected:
         split_bytes=DEFAULT_SPLIT,
         read_back=DEFAULT_READ_BACK,
         local_survey_bytes=None,
-        planned=None,
         **options,
     ):
         self.spark = spark
         self.files = expand(paths)
         self.options = _options(options)
+        surveys = surveys_in_spark(spark, local_survey_bytes)
         if str(split_bytes).strip().lower() == "auto":
             split_bytes = auto_split(self.files, _parallelism(spark))
-        split_bytes, read_back = parse_size(split_bytes), parse_size(read_back)
-        made = planned.plan(self.files, split_bytes, read_back) if planned else None
-        self.whole, self.split, self.warnings = made or plan_split(
-            self.files, split_bytes, read_back, surveys_in_spark(spark, local_survey_bytes)
+        self.whole, self.split, self.warnings = plan_split(
+            self.files, parse_size(split_bytes), parse_size(read_back), surveys
         )
         for message in self.warnings:
             warnings.warn(message, stacklevel=2)
@@ -385,6 +372,8 @@ def auto_split(files, parallelism):
     """The split size "auto" gives: the files' bytes cut into whole rounds of tasks (a
     multiple of the cores, at least two a core, ranges of at most 512 MiB), rounded up to a
     MiB and at least 128 MiB. A last round with fewer tasks than cores leaves cores idle."""
+    from ..capture.ranges import file_size
+
     low, high = AUTO_SPLIT
     if not parallelism:
         return low
@@ -393,54 +382,6 @@ def auto_split(files, parallelism):
     ranges = -(-ranges // parallelism) * parallelism
     mib = 1 << 20
     return max(low, -(-total // (ranges * mib)) * mib)
-
-
-class PlanAhead:
-    """The plan of local captures made on a thread of its own while the Spark session starts
-    (its JVM takes seconds, in which the driver's Python only waits), as Dissected would make
-    it in local mode with `cores`: for captures it would survey here (LOCAL_MODE_SURVEY_BYTES).
-    Dissected takes it if its files and sizes are those it finds; else, or if planning here
-    failed, it plans again itself (and says what is wrong)."""
-
-    def __init__(self, paths, cores, split_bytes=DEFAULT_SPLIT, read_back=DEFAULT_READ_BACK):
-        self._made = None  # (files, split bytes, read-back, plan)
-        self._thread = threading.Thread(
-            target=self._plan, args=(paths, cores, split_bytes, read_back), daemon=True
-        )
-        self._thread.start()
-
-    def _plan(self, paths, cores, split_bytes, read_back):
-        try:
-            files = expand(paths)
-            if any("://" in f for f in files):
-                return  # read where the tasks are
-            if sum(map(file_size, files)) >= LOCAL_MODE_SURVEY_BYTES:
-                return  # surveyed by a Spark job
-            if str(split_bytes).strip().lower() == "auto":
-                split_bytes = auto_split(files, cores)
-            split_bytes, read_back = parse_size(split_bytes), parse_size(read_back)
-            made = plan_split(files, split_bytes, read_back, survey_here)
-            self._made = (files, split_bytes, read_back, made)
-        except Exception:  # Dissected plans again, and says what is wrong
-            pass
-
-    def plan(self, files, split_bytes, read_back):
-        """(whole, split, warnings) as plan_split gives them, if planned for these."""
-        self._thread.join()
-        if self._made is not None and self._made[:3] == (files, split_bytes, read_back):
-            return self._made[3]
-        return None
-
-
-def plan_ahead(master, paths, split_bytes=DEFAULT_SPLIT, read_back=DEFAULT_READ_BACK):
-    """A PlanAhead for a session about to start with `master` (None: Spark's default, local
-    with every core), or None where the session's cores cannot be told beforehand."""
-    found = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master or "local[*]")
-    if found is None:
-        return None
-    cores = found.group(1)
-    cores = 1 if cores is None else os.cpu_count() if cores == "*" else int(cores)
-    return PlanAhead(paths, cores, split_bytes, read_back)
 
 
 def _parallelism(spark):
