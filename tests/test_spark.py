@@ -171,6 +171,24 @@ def test_nanoseconds_big_endian_pcapng_and_gzip(spark, odd_files):
     assert pairs["request_start"].dt.microsecond.notna().all()
 
 
+def test_local_mode_surveys_in_a_job_past_its_threshold(spark, odd_files, monkeypatch):
+    import os
+
+    from dissector.spark import plan
+
+    rows = [(0, odd_files[0], 0, os.path.getsize(odd_files[0]), 1 << 10)]
+    tracker, group = spark.sparkContext.statusTracker(), "survey-threshold"
+    spark.sparkContext.setJobGroup(group, "surveys")
+    try:
+        assert plan.surveys_in_spark(spark)(rows) == plan.survey_here(rows)
+        assert not tracker.getJobIdsForGroup(group)  # below it: surveyed by the driver
+        monkeypatch.setattr(plan, "LOCAL_MODE_SURVEY_BYTES", 1 << 10)
+        assert plan.surveys_in_spark(spark)(rows) == plan.survey_here(rows)
+        assert tracker.getJobIdsForGroup(group)  # past it: by a Spark job
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+
+
 def test_command_line_writes_parquet_and_the_analyze_summary(spark, tmp_path, capsys):
     from dissector.cli import analyze, build_parser
     from dissector.spark import cli
