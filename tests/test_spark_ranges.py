@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from spark_support import reference, run_in_process, spark_rows
 
 from dissector.capture import open_capture
-from dissector.capture.ranges import pieces, range_packets
+from dissector.capture.ranges import pieces, range_packets, read_head, survey
 
 CAPTURES = sorted(Path(__file__).resolve().parent.parent.glob("captures/*.pcap"))
 TABLES = ("pairs", "partitions", "records", "streams")
@@ -84,6 +84,64 @@ def test_pcapng_with_several_interfaces(pcapng_multi):
     assert {p.linktype for p in whole} == {1, 113}
     for split in (4, 100, 1000, 5000, 100_000):
         assert split_packets(pcapng_multi, split) == whole
+
+
+def _packet_offsets(raw):
+    """Where each packet's record (pcap) or block (pcapng) starts, by a plain walk."""
+    out = []
+    if raw[:4] == b"\x0a\x0d\x0d\x0a":  # pcapng, little-endian as mergecap writes it
+        pos = 0
+        while pos + 8 <= len(raw):
+            btype, blen = struct.unpack_from("<II", raw, pos)
+            if btype in (2, 3, 6):
+                out.append(pos)
+            pos += blen
+        return out
+    pos = 24
+    while pos + 16 <= len(raw):
+        out.append(pos)
+        pos += 16 + struct.unpack_from("<I", raw, pos + 8)[0]
+    return out
+
+
+def _marks_expected(offsets, start, end, chunk):
+    """[(offset, packets of the range before it)] of the first packet at or after each
+    multiple of `chunk` past `start` (but the range's first packet)."""
+    mine = [o for o in offsets if start <= o < end]
+    out, mark = [], start + chunk
+    for n, at in enumerate(mine):
+        if n and at >= mark:
+            out.append((at, n))
+            mark = start + ((at - start) // chunk + 1) * chunk
+    return out
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    capture=st.sampled_from(CAPTURES),
+    start=st.integers(0, 40_000),
+    length=st.integers(1, 60_000),
+    chunk=st.integers(1, 20_000),
+)
+def test_a_walk_marks_the_first_packet_past_every_chunk(capture, start, length, chunk):
+    raw = capture.read_bytes()
+    end = min(start + length, len(raw))
+    head = read_head(str(capture))
+    found = survey(str(capture), head, start, end, chunk=chunk)
+    offsets = _packet_offsets(raw)
+    assert found.marks == _marks_expected(offsets, start, end, chunk)
+    assert found.packets == sum(start <= o < end for o in offsets)
+
+
+def test_a_pcapng_walk_marks_blocks_by_offset_and_byte_order(pcapng_multi):
+    raw = pcapng_multi.read_bytes()
+    head = read_head(str(pcapng_multi))
+    offsets = _packet_offsets(raw)
+    for chunk in (1, 700, 5000):
+        found = survey(str(pcapng_multi), head, 0, len(raw), chunk=chunk)
+        expected = _marks_expected(offsets, 0, len(raw), chunk)
+        assert found.marks == [((at, "<"), n) for at, n in expected]
+        assert len(found.marks) > 3
 
 
 def test_a_cut_file_warns_once_at_the_cut(tmp_path):

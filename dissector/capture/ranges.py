@@ -31,16 +31,19 @@ from dissector.capture.reader import GZIP_MAGIC, Inflated, Source, parse
 from dissector.errors import CaptureError
 
 CHAIN = 8  # consecutive consistent headers that make a boundary
+NO_MARK = 1 << 63  # beyond any offset: a walk that notes no marks
 WINDOW = 4 << 20  # bytes read at a time while walking headers
 # A pcap record time further than this from the file's first packet breaks a chain.
 TIME_SLACK = 10 * 365 * 86400
 PACKET_BLOCKS = (pcapng.EPB, pcapng.PB, pcapng.SPB)
 
 
-def open_input(path):
-    """A binary file object for a local path or any URI pyarrow's filesystems reach."""
+def open_input(path, buffered=True):
+    """A binary file object for a local path or any URI pyarrow's filesystems reach.
+    `buffered=False` for a reader whose reads are all large: Python's buffer would only copy
+    them once more."""
     if "://" not in str(path):
-        return open(path, "rb")  # noqa: SIM115 - the caller closes it
+        return open(path, "rb", buffering=-1 if buffered else 0)  # noqa: SIM115 - the caller closes it
     from pyarrow import fs
 
     filesystem, inner = fs.FileSystem.from_uri(str(path))
@@ -108,22 +111,38 @@ def plan(size, split_bytes, head):
 
 
 class Window:
-    """Random reads served from a large cached window of the file."""
+    """Random reads served from a large cached window of the file. The window is read into
+    one buffer, reused: a fresh 4 MB object a read cost the kernel's faulting in and zeroing
+    of its pages, a third of a walk. `buf` (a view of what the last read got) changes with
+    every read that moves the window."""
 
     def __init__(self, f, size, chunk=WINDOW):
         self.f = f
         self.size = size
         self.chunk = chunk
         self.base = 0
-        self.buf = b""
+        self._store = bytearray()
+        self.buf = memoryview(self._store)
 
-    def read(self, off, n):
+    def index(self, off, n):
+        """Where the bytes at [off, off + n) lie in `buf` (the window moved there if need
+        be), or -1 when the file ends before them."""
         if off < self.base or off + n > self.base + len(self.buf):
+            want = max(n, self.chunk)
+            if len(self._store) < want:
+                self._store = bytearray(want)
             self.f.seek(off)
-            self.buf = self.f.read(max(n, self.chunk))
+            got = self.f.readinto(memoryview(self._store)[:want])
+            self.buf = memoryview(self._store)[:got]
             self.base = off
         i = off - self.base
-        return self.buf[i : i + n]
+        return i if i + n <= len(self.buf) else -1
+
+    def read(self, off, n):
+        """The bytes at [off, off + n), fewer at the file's end."""
+        self.index(off, n)
+        i = off - self.base
+        return bytes(self.buf[i : i + n])
 
 
 @dataclass
@@ -143,11 +162,6 @@ class Survey:
     marks: list = field(default_factory=list)
 
 
-def _with(found, offsets):
-    found.offsets = offsets
-    return found
-
-
 def survey(path, head, start, end, known_start=None, chunk=0):
     """Walk the records starting in [start, end); see the module docstring. chunk: also note
     where the first record at or after every `chunk` bytes from `start` begins (`marks`),
@@ -155,34 +169,27 @@ def survey(path, head, start, end, known_start=None, chunk=0):
     with open_input(path) as f:
         # A small range reads little more than itself: enough for the chains after it.
         win = Window(f, head.size, min(WINDOW, end - start + (64 << 10)))
-        if head.format == "pcap":
-            found = _survey_pcap(win, head, start, end, known_start)
-        else:
-            found = _survey_pcapng(win, head, start, end, known_start)
-    if chunk and found.first is not None:
-        found.marks = _marks(found.offsets, start, chunk)
-    found.offsets = None
-    return found
+        walk = _survey_pcap if head.format == "pcap" else _survey_pcapng
+        return walk(win, head, start, end, known_start, chunk)
 
 
-def _marks(offsets, start, chunk):
-    """[(offset, packets before)] of the first record at or after each multiple of `chunk`
-    past `start`; `offsets`: each record's offset, in order."""
-    out, mark = [], start + chunk
-    for n, where in enumerate(offsets):
-        at = _offset(where)
-        if at >= mark and n:
-            out.append((where, n))
-            mark = start + ((at - start) // chunk + 1) * chunk
-    return out
+def _first_mark(start, chunk):
+    """Where the walk looks for its first mark (see Survey.marks): nowhere without a chunk."""
+    return start + chunk if chunk else NO_MARK
+
+
+def _next_mark(at, start, chunk):
+    """Where the walk looks for the mark after the record marked at `at`."""
+    return start + ((at - start) // chunk + 1) * chunk
 
 
 def _pcap_header_ok(win, head, off, unpack):
-    """The record header at `off` as (incl, next offset), or None if it is not plausible."""
-    raw = win.read(off, pcap.RECORD_HEADER_LEN)
-    if len(raw) < pcap.RECORD_HEADER_LEN:
+    """The offset after the record whose header is at `off`, or None if that header is not
+    plausible. `unpack`: the header's unpack_from."""
+    i = win.index(off, pcap.RECORD_HEADER_LEN)
+    if i < 0:
         return None
-    sec, frac, incl, orig = unpack(raw)
+    sec, frac, incl, orig = unpack(win.buf, i)
     if frac >= head.frac_limit or incl > pcap.MAX_RECORD or incl > max(orig, 65535):
         return None
     if head.first_sec is not None and abs(sec - head.first_sec) > TIME_SLACK:
@@ -201,8 +208,8 @@ def _pcap_chain(win, head, off, unpack):
     return True
 
 
-def _survey_pcap(win, head, start, end, known_start):
-    unpack = struct.Struct(head.byteorder + "IIII").unpack
+def _survey_pcap(win, head, start, end, known_start, chunk):
+    unpack = struct.Struct(head.byteorder + "IIII").unpack_from
     size = win.size
     if known_start is not None:
         pos = known_start
@@ -216,21 +223,22 @@ def _survey_pcap(win, head, start, end, known_start):
             return Survey(start, end, None, end)
     first = pos if pos < end else None
     count = 0
-    offsets = []
-    append = offsets.append
+    marks, mark = [], _first_mark(start, chunk)
     incl_at = struct.Struct(head.byteorder + "I").unpack_from
     # The record headers are read in place from the window's buffer: a slice each cost
     # half the walk.
     hdr = pcap.RECORD_HEADER_LEN
     buf, base, have = win.buf, win.base, len(win.buf)
     while pos < end:
-        append(pos)
+        if pos >= mark and count:
+            marks.append((pos, count))
+            mark = _next_mark(pos, start, chunk)
         i = pos - base
         if i < 0 or i + hdr > have:
             raw = win.read(pos, hdr)
             if len(raw) < hdr:
                 cut = "record header" if raw else ""
-                return _with(Survey(start, end, first, pos, count, cut=cut), offsets)
+                return Survey(start, end, first, pos, count, cut=cut, marks=marks)
             buf, base, have = win.buf, win.base, len(win.buf)
             i = pos - base
         incl = incl_at(buf, i + 8)[0]
@@ -238,13 +246,11 @@ def _survey_pcap(win, head, start, end, known_start):
         if nxt > size:
             if incl > pcap.MAX_RECORD:
                 why = f"record claims {incl} captured bytes"
-                return _with(
-                    Survey(start, end, first, pos, count, error=(count, pos, why)), offsets
-                )
-            return _with(Survey(start, end, first, pos, count, cut="record"), offsets)
+                return Survey(start, end, first, pos, count, error=(count, pos, why), marks=marks)
+            return Survey(start, end, first, pos, count, cut="record", marks=marks)
         count += 1
         pos = nxt
-    return _with(Survey(start, end, first, pos, count), offsets)
+    return Survey(start, end, first, pos, count, marks=marks)
 
 
 _BLOCK = {bo: struct.Struct(bo + "II") for bo in "<>"}
@@ -286,7 +292,7 @@ def _pcapng_chain(win, off, bo):
     return True
 
 
-def _survey_pcapng(win, head, start, end, known_start):
+def _survey_pcapng(win, head, start, end, known_start, chunk):
     size = win.size
     if known_start is not None:
         pos, bo = known_start
@@ -304,28 +310,31 @@ def _survey_pcapng(win, head, start, end, known_start):
     first = (pos, bo) if pos < end else None
     count = 0
     headers = []
-    offsets = []
+    marks, mark = [], _first_mark(start, chunk)
     while pos < end:
         raw = win.read(pos, 12)
         if len(raw) < 12:
             cut = "block header" if raw else ""
-            return _with(Survey(start, end, first, (pos, bo), count, headers, cut), offsets)
+            return Survey(start, end, first, (pos, bo), count, headers, cut, marks=marks)
         found = _block_ok(win, pos, bo)
         if found is None:
             btype, blen = _BLOCK[bo].unpack_from(raw)
             if pos + blen > size and not blen & 3 and blen <= pcapng.MAX_BLOCK:
-                return _with(Survey(start, end, first, (pos, bo), count, headers, "block"), offsets)
+                cut = "block"
+                return Survey(start, end, first, (pos, bo), count, headers, cut, marks=marks)
             why = f"block of type {btype:#x} is corrupt (length {blen})"
-            failed = Survey(start, end, first, (pos, bo), count, headers, error=(count, pos, why))
-            return _with(failed, offsets)
+            error = (count, pos, why)
+            return Survey(start, end, first, (pos, bo), count, headers, error=error, marks=marks)
         btype, blen, bo = found
         if btype in PACKET_BLOCKS:
-            offsets.append((pos, bo))
+            if pos >= mark and count:
+                marks.append(((pos, bo), count))
+                mark = _next_mark(pos, start, chunk)
             count += 1
         elif btype in (pcapng.SHB, pcapng.IDB):
             headers.append((pos, btype, win.read(pos, blen)))
         pos += blen
-    return _with(Survey(start, end, first, (pos, bo), count, headers), offsets)
+    return Survey(start, end, first, (pos, bo), count, headers, marks=marks)
 
 
 # -- stitching the ranges together -----------------------------------------------------------
@@ -432,7 +441,7 @@ def range_packets(piece, warnings=None, first_of_linktype=None):
     reader's warnings are added to `warnings`; once all are read, `first_of_linktype` (a
     dict) gets each link type's first frame and offset in the piece, as in the whole file."""
     warnings = [] if warnings is None else warnings
-    with open_input(piece.path) as f:
+    with open_input(piece.path, buffered=False) as f:
         if piece.compressed:
             raw = f.read(2)
             f.seek(0)

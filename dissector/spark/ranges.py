@@ -19,6 +19,7 @@ It runs twice, the same way each time:
 
 from dataclasses import dataclass, field
 
+from .. import heap
 from ..capture.ranges import Piece, range_packets
 from ..flow import Dissector, connection_key
 from ..net.decode import NetDecoder
@@ -26,6 +27,7 @@ from ..options import Options
 from ..protocol.apikeys import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from ..session import exchange as ex
 from ..session.directory import Directory
+from ..source import TAKE_ENDED
 from ..tables.schema import STREAM_COUNTERS
 from ..tcp.connection import endpoints_key
 from .crossing import END, Clock, TopicNames, named
@@ -178,6 +180,7 @@ class RangeRun:
         chunks, own, full = spec["chunks"], spec["own"], spec["full"]
         only = spec.get("only")  # a run for these connections alone: see `partial`
         core, clock = self.core, self.clock
+        heap.keep_top()
         for a, b, keys in spec["filtered"]:  # further back, the packets of a few connections
             keys = keys if only is None else keys & only
             for packet in self._of(range_packets(piece_of(chunks[a:b])), keys):
@@ -188,17 +191,19 @@ class RangeRun:
                 clock.at(packet.frame)
                 core.feed(packet)  # what the read-back completes was another range's
         self._own()
-        ended = core.ended
+        ended, feed, at = core.ended, core.feed, clock.at
         packets = range_packets(piece_of(chunks[own:]), self.warnings, self.first_of_linktype)
+        frame = self.last_frame
         for packet in self._of(packets, only, self.fed):
-            clock.at(packet.frame)
-            out = core.feed(packet)
-            if out:
+            frame = packet.frame
+            at(frame)
+            out = feed(packet)
+            if out:  # most packets complete no exchange
                 yield from self._kept(out)
-            events = ended()
-            if events:
-                self._ended(events)
-            self.last_frame = packet.frame
+            if not frame & (TAKE_ENDED - 1):
+                self._ended(ended())
+        self._ended(ended())
+        self.last_frame = frame
         self.end = core.snapshot()
         if self.settled is not None and self.settled.flush:
             yield from self._flush()
