@@ -18,7 +18,7 @@ from .live import cli as live_cli
 from .report import cli as report_cli
 from .spark import cli as spark_cli
 from .tables import FORMATS, TABLES
-from .tables.summary import Summary, capture_notes
+from .tables.summary import Summary, capture_notes, summarised
 
 
 def build_parser():
@@ -68,12 +68,6 @@ def checked(dissection, debug):
         print(f"kafka-dissect: warning: {w.message}", file=sys.stderr)
 
 
-def _summarised(exchanges, summary):
-    for e in exchanges:
-        summary.add(e)
-        yield e
-
-
 def analyze(args):
     table = args.table
     writer = None
@@ -94,7 +88,7 @@ def analyze(args):
                 **options,
             )
             summary = Summary.of(dissection.dissector.options)
-            exchanges = _summarised(checked(dissection, args.debug), summary)
+            exchanges = summarised(checked(dissection, args.debug), summary)
             if writer is None or table == "streams":
                 for _ in exchanges:
                     pass

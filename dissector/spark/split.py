@@ -16,8 +16,8 @@ from bisect import bisect_right
 
 from .. import heap
 from ..options import Options
+from ..tables.summary import summarised
 from .ranges import RangeRun, partial, streams_rows
-from .summary import summarised
 from .verify import check
 
 DEFAULT_READ_BACK = 32 << 20

@@ -13,13 +13,6 @@ def new_summary(options):
     return Summary.of(Options(**options))
 
 
-def summarised(exchanges, summary):
-    """The exchanges, each added to `summary` as it passes."""
-    for e in exchanges:
-        summary.add(e)
-        yield e
-
-
 def summary_row(summary, streams, packets=None, warnings=()):
     """A task's part of its capture's summary: the Summary, the accounting rows it ended
     (two a connection), and for a capture read whole its packets and the reader's warnings."""

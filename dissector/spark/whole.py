@@ -16,7 +16,8 @@ from .. import heap
 from ..capture.ranges import open_input
 from ..options import Options
 from ..source import Dissection
-from .summary import new_summary, summarised, summary_row
+from ..tables.summary import summarised
+from .summary import new_summary, summary_row
 from .types import for_spark
 
 SUMMARY = "_summary"

@@ -410,3 +410,10 @@ def summarise(exchanges):
     for e in exchanges:
         summary.add(e)
     return summary
+
+
+def summarised(exchanges, summary):
+    """The exchanges, each added to `summary` as it passes."""
+    for e in exchanges:
+        summary.add(e)
+        yield e
