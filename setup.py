@@ -58,6 +58,7 @@ HOT_PATH = [
     "dissector/tables/records.py",
     "dissector/tables/streams.py",
     "dissector/tables/summary.py",
+    "dissector/tables/text_buffers.pyx",
 ]
 
 

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from dissector.tables import columns
 from dissector.tables.columns import _offsets, column
 from dissector.tables.schema import RECORD_TIME, SCHEMAS, TIME
 
@@ -28,18 +29,30 @@ CASES = [
     (("a", "é€😀", None, ""), pa.string()),
     ((b'{"a":1}', None, "text"), pa.string()),
     ((b"a", None, b"\x00\xff", b""), pa.binary()),
+    ((bytearray(b"ab"), None, memoryview(b"cd"), b"e"), pa.binary()),
     ((["a", "b"], [], ["c"], ["d", "é"]), pa.list_(pa.string())),
     ((1_795_433_685_038_123_456, None, 0), TIME),
     ((1_795_433_685_038, None), RECORD_TIME),
 ]
 
 
+@pytest.fixture(params=["C", "Python"])
+def builders(request, monkeypatch):
+    """Text and validity buffers filled in C (text_buffers.pyx, where built) or in Python."""
+    if request.param == "Python":
+        monkeypatch.setattr(columns, "text_buffers", None)
+        monkeypatch.setattr(columns, "present_bitmap", None)
+    elif columns.text_buffers is None:
+        pytest.skip("text_buffers.pyx not built")
+    return request.param
+
+
 @pytest.mark.parametrize(("values", "kind"), CASES, ids=[str(k) for _, k in CASES])
-def test_equal_to_pyarrow(values, kind):
+def test_equal_to_pyarrow(values, kind, builders):
     built = column(values, kind)
     built.validate(full=True)
     expected = pa.array(
-        [v.decode() if isinstance(v, bytes) and kind == pa.string() else v for v in values],
+        [bytes(v).decode() if _bytes_like(v) and kind == pa.string() else v for v in values],
         type=kind,
     )
     assert built.type == kind
@@ -48,12 +61,23 @@ def test_equal_to_pyarrow(values, kind):
     assert built.to_pylist() == expected.to_pylist()
 
 
-def test_nine_hundred_values_with_scattered_nulls():
+def _bytes_like(v):
+    return isinstance(v, (bytes, bytearray, memoryview))
+
+
+def test_nine_hundred_values_with_scattered_nulls(builders):
     """Bitmaps span many bytes: every 7th value null, every 3rd boolean true."""
     ints = tuple(None if i % 7 == 0 else i * 1000 for i in range(900))
     bools = tuple(None if i % 7 == 0 else i % 3 == 0 for i in range(900))
     assert column(ints, pa.int64()).to_pylist() == list(ints)
     assert column(bools, pa.bool_()).to_pylist() == list(bools)
+    texts = tuple(None if i % 7 == 0 else "é" * (i % 5) for i in range(900))
+    assert column(texts, pa.string()).to_pylist() == list(texts)
+
+
+def test_text_that_is_not_utf8_is_refused_as_str_encode_refuses_it(builders):
+    with pytest.raises(UnicodeEncodeError):
+        column(("ok", "\udcff"), pa.string())
 
 
 def test_other_types_are_left_to_pyarrow():
