@@ -33,6 +33,7 @@ HOT = (
     "dissector.tables.pairs",
     "dissector.tables.body_text",
     "dissector.tables.record_columns",
+    "dissector.tables.text_buffers",
     "dissector.tuples",
 )
 
