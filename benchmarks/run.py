@@ -258,7 +258,6 @@ def measure(cmd: Command, tmp: Path) -> None:
 
 def bench(capture: Capture, repeat: int, keys: set[str] | None = None) -> list[Command]:
     """``repeat`` rounds of every command (or those in ``keys``), in alternation."""
-    drop_others(capture.path)
     warm_cache(capture.path)
     with tempfile.TemporaryDirectory(prefix="bench-") as name:
         tmp = Path(name)
@@ -272,20 +271,6 @@ def bench(capture: Capture, repeat: int, keys: set[str] | None = None) -> list[C
                 (tmp / "pairs.parquet").unlink(missing_ok=True)
                 (tmp / "records.parquet").unlink(missing_ok=True)
     return plan
-
-
-def drop_others(path: Path) -> None:
-    """Drop the other captures beside this one from the page cache. Where the cache is held
-    to a bound (a container's memory limit), a full one made each run's output (500 MB for
-    the records table) evict them first, in the command's own system time: up to 0.8 s of
-    2.7, and more or less of it from run to run, by what was read before."""
-    for other in path.parent.glob("*.pcap*"):
-        if other != path and other.is_file():
-            fd = os.open(other, os.O_RDONLY)
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
 
 
 def warm_cache(path: Path) -> None:
@@ -515,8 +500,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{load_before} at the start, {load()} at the end)",
         f"- every command pinned to core {CORE} (`taskset -c {CORE}`) but those marked 2 cores "
         f"(`taskset -c {BOTH}`, ratios to tshark on the same cores); commands alternate round "
-        "by round; medians (wall time also as its range); the capture in the page cache, the "
-        "others beside it dropped from it",
+        "by round; medians (wall time also as its range); captures in the page cache",
         f"- Python {platform.python_version()}; {version(['tshark', '--version'])}; "
         f"code at {git or 'unknown'}",
     ]
