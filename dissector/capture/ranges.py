@@ -235,12 +235,11 @@ def _survey_pcap(win, head, start, end, known_start, chunk):
             mark = _next_mark(pos, start, chunk)
         i = pos - base
         if i < 0 or i + hdr > have:
-            raw = win.read(pos, hdr)
-            if len(raw) < hdr:
-                cut = "record header" if raw else ""
+            i = win.index(pos, hdr)
+            if i < 0:
+                cut = "record header" if pos < size else ""
                 return Survey(start, end, first, pos, count, cut=cut, marks=marks)
             buf, base, have = win.buf, win.base, len(win.buf)
-            i = pos - base
         incl = incl_at(buf, i + 8)[0]
         nxt = pos + hdr + incl
         if nxt > size:
