@@ -7,6 +7,7 @@ exactly those: in the Produce requests and in the Fetch responses, for every cod
 
 import hashlib
 import json
+import struct
 import subprocess
 import sys
 from collections import Counter
@@ -148,6 +149,61 @@ def test_records_read_into_columns_equal_the_rows_path(path):
         got = columns_table(path, max_rows, max_bytes)
         assert got.equals(expected), (path.name, max_rows, max_bytes)
         assert all(b.num_rows <= max_rows for b in got.to_batches())
+
+
+def _varint(n):
+    n = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes(out + bytes([n]))
+
+
+def _record(i, value):
+    body = b"\x00" + _varint(0) + _varint(i) + _varint(-1) + _varint(len(value)) + value
+    body += _varint(1) + _varint(1) + b"h" + _varint(1) + bytes([i])
+    return _varint(len(body)) + body
+
+
+def _batch(area, count):
+    """A magic 2 batch, uncompressed, its CRC-32C right, around a records area."""
+    from dissector.protocol.records.crc import crc32c
+
+    after_crc = struct.pack(">hiqqqhii", 0, count - 1, 0, 0, -1, -1, -1, count) + area
+    header = struct.pack(">ibI", 0, 2, crc32c(after_crc))
+    return struct.pack(">qi", 0, len(header) + len(after_crc)) + header + after_crc
+
+
+def test_megabytes_of_values_equal_the_rows_path(tmp_path):
+    """Column buffers past a megabyte go to Arrow as they are, and the builder goes on in a
+    new block: batch after batch of 1.5 MB values, cut into Arrow batches of any size."""
+    pytest.importorskip("dissector.tables.record_columns", reason="built without a C compiler")
+    from kafka_encoder import encode_request, encode_response
+    from synth import Capture, Connection
+
+    cap = Capture()
+    c = Connection(cap, mss=65000)
+    for corr in range(1, 5):
+        values = [bytes([corr * 16 + i]) * (1_500_000 + i) for i in range(2)]
+        area = b"".join(_record(i, v) for i, v in enumerate(values))
+        body = {
+            "Acks": 1,
+            "TimeoutMs": 1000,
+            "TopicData": [
+                {"Name": "big", "PartitionData": [{"Index": 0, "Records": _batch(area, 2)}]}
+            ],
+        }
+        c.request(encode_request(0, 7, corr, "big", body))
+        c.response(encode_response(0, 7, corr, {"Responses": [], "ThrottleTimeMs": 0}))
+    path = tmp_path / "big.pcap"
+    cap.write_pcap(path)
+    expected = rows_path_table(path)
+    assert expected.num_rows == 8
+    assert [len(v) for v in expected.column("value").to_pylist()] == [1_500_000, 1_500_001] * 4
+    for max_rows, max_bytes in ((65536, 64 << 20), (65536, 2 << 20), (1, 1 << 30), (3, 1 << 30)):
+        got = columns_table(path, max_rows, max_bytes)
+        assert got.equals(expected), (max_rows, max_bytes)
 
 
 def test_topic_and_partition_filters_keep_only_their_records(tmp_path, monkeypatch):

@@ -44,6 +44,31 @@ def test_a_file_written_behind_is_the_file_written_in_line(tmp_path):
     ]
 
 
+@pytest.mark.parametrize("compress_values", [False, True])
+def test_the_records_payloads_are_written_plain_and_without_min_max(tmp_path, compress_values):
+    # Values and header values never repeat, nor do their minimum and maximum help a reader
+    # skip a row group; keys keep theirs, so a search for one key skips what cannot hold it.
+    exchanges = dissector.dissect(CAPTURES / "compression.pcap", progress=False, records="full")
+    batches = list(arrow_batches(exchanges, "records"))
+    path = tmp_path / "records.parquet"
+    with TableWriter(path, "records", compress_values=compress_values) as writer:
+        for batch in batches:
+            writer.write(batch)
+    group = pq.ParquetFile(path).metadata.row_group(0)
+    chunks = {group.column(i).path_in_schema: group.column(i) for i in range(group.num_columns)}
+    plain = {"key", "value", "headers.list.element.value"}
+    for name, chunk in chunks.items():
+        payload = name in plain
+        assert chunk.compression == (
+            "UNCOMPRESSED" if payload and not compress_values else "SNAPPY"
+        )
+        assert chunk.is_stats_set == (name not in ("value", "headers.list.element.value"))
+    keys = [k for b in batches for k in b.column("key").to_pylist() if k is not None]
+    assert chunks["key"].statistics.min == min(keys)
+    assert chunks["key"].statistics.max == max(keys)
+    assert pq.read_table(path).num_rows == sum(b.num_rows for b in batches) > 0
+
+
 def test_an_error_behind_is_raised_by_the_next_write_or_close(tmp_path):
     batch = _pairs_batches()[0]
     wrong = pa.RecordBatch.from_pydict({"x": [1]})  # not the pairs schema

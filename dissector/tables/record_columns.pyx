@@ -24,7 +24,7 @@ It is C-level code with no Python twin: without a C compiler, the rows path buil
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdint cimport int16_t, int32_t, int64_t, uint64_t
-from libc.stdlib cimport free, realloc
+from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy
 from dissector.tables.wire cimport be, zigzag
 
@@ -65,6 +65,7 @@ _MAGIC_AT = 16
 cdef int _CONTROL = 0x20, _LOG_APPEND = 0x08, _TRANSACTIONAL = 0x10  # attribute bits
 cdef Py_ssize_t _MAX_BYTES = (1 << 31) - 1  # what int32 offsets reach in one Arrow batch
 cdef Py_ssize_t _KEEP = 64 << 20  # bytes a column buffer keeps between Arrow batches
+cdef Py_ssize_t _HAND_OVER = 1 << 20  # a buffer this full goes to Arrow as it is
 # The columns' memory comes from the C library's allocator, which gives a batch's memory
 # back once it is freed; Arrow's default pool keeps it for the process's life.
 _POOL = pa.system_memory_pool()
@@ -74,10 +75,11 @@ _POOL = pa.system_memory_pool()
 
 
 cdef class _Buf:
-    """Bytes that grow, in memory kept from Arrow batch to Arrow batch: each batch gets a
-    copy in Arrow's memory pool, and the buffer starts again where its pages are already
-    mapped (handing the buffer itself over made the kernel map and zero fresh pages for
-    every batch: a sixth of the time)."""
+    """Bytes that grow, in blocks of the C heap. An Arrow batch takes a small buffer's bytes
+    as a copy and the buffer starts again in its block; a large one's block itself, and the
+    buffer takes a new block of the same size at once (growing one again from nothing had
+    the kernel map and zero fresh pages for every batch: a sixth of the time), which the
+    heap serves from the blocks Arrow has let go of."""
 
     cdef char *data
     cdef Py_ssize_t size, cap
@@ -114,8 +116,14 @@ cdef class _Buf:
         return self.put(&v, 1)
 
     cdef object take(self):
-        """The bytes so far, copied into an Arrow buffer; this one starts again, empty, and
-        gives back what one large batch made it take."""
+        """The bytes so far as an Arrow buffer; this one starts again, empty, and gives back
+        what one large batch made it take."""
+        if self.size >= _HAND_OVER:
+            out = pa.foreign_buffer(<size_t>self.data, self.size, base=_Freed.of(self.data))
+            self.data = <char *>malloc(self.cap) if self.cap <= _KEEP else NULL
+            self.cap = self.cap if self.data != NULL else 0
+            self.size = 0
+            return out
         out = pa.allocate_buffer(self.size, memory_pool=_POOL)
         if self.size:
             memcpy(<void *><size_t>out.address, self.data, self.size)
@@ -125,6 +133,21 @@ cdef class _Buf:
             self.data = NULL
             self.cap = 0
         return out
+
+
+cdef class _Freed:
+    """Frees a block of the C heap when Arrow lets go of the buffer made of it."""
+
+    cdef char *data
+
+    @staticmethod
+    cdef _Freed of(char *data):
+        cdef _Freed f = _Freed.__new__(_Freed)
+        f.data = data
+        return f
+
+    def __dealloc__(self):
+        free(self.data)
 
 
 cdef class _Validity:
