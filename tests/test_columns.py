@@ -6,9 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dissector.tables import columns
 from dissector.tables.columns import _offsets, column
@@ -150,3 +153,78 @@ def test_a_body_too_large_for_a_column_leaves_its_row_with_a_reason():
         for side in ("request", "response"):
             assert sum(len((v or "").encode()) for v in batch.column(side).to_pylist()) <= bound
     assert sum(1 for s in sizes if max(s) > bound) > 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    chunks=st.lists(
+        st.tuples(
+            st.lists(st.one_of(st.none(), st.binary(max_size=12)), min_size=1, max_size=9),
+            st.integers(0, 3),  # rows sliced off the front: arrays with an offset
+            st.booleans(),  # string or binary
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    data=st.data(),
+)
+def test_text_gathered_from_several_arrays_equals_arrow_take(chunks, data):
+    text_buffers = pytest.importorskip("dissector.tables.text_buffers")
+    kind = pa.string() if chunks[0][2] else pa.binary()
+    arrays = []
+    for values, cut, _ in chunks:
+        values = [None if v is None else v.hex() if kind == pa.string() else v for v in values]
+        arrays.append(pa.array(values, type=kind).slice(min(cut, len(values) - 1)))
+    picks = data.draw(
+        st.lists(
+            st.integers(0, len(arrays) - 1).flatmap(
+                lambda c: st.tuples(st.just(c), st.integers(0, len(arrays[c]) - 1))
+            ),
+            max_size=30,
+        )
+    )
+    chunk_of = np.array([c for c, _ in picks], dtype=np.int64)
+    row_of = np.array([r for _, r in picks], dtype=np.int64)
+    validity, nulls, offsets, text = text_buffers.gather_text(arrays, chunk_of, row_of)
+    buffers = [None if validity is None else pa.py_buffer(validity)]
+    got = pa.Array.from_buffers(
+        kind, len(picks), buffers + [pa.py_buffer(offsets), pa.py_buffer(text)], nulls
+    )
+    got.validate(full=True)
+    starts = np.cumsum([len(a) for a in arrays]) - [len(a) for a in arrays]
+    expected = pa.chunked_array(arrays, type=kind).take(starts[chunk_of] + row_of)
+    assert got.equals(expected.combine_chunks())
+
+
+@pytest.mark.parametrize("gathered", ["C", "take"])
+def test_rows_put_in_capture_order_in_batches_bounded_by_text(gathered, monkeypatch):
+    """Records given in reverse, in capture order again whether their text is gathered in C
+    or taken by Arrow, in output batches cut at a few kilobytes of text."""
+    import dissector
+    from dissector.tables import arrow, sort_table
+
+    if gathered == "take":
+        monkeypatch.setattr(arrow, "gather_text", None)
+    elif arrow.gather_text is None:
+        pytest.skip("text_buffers.pyx not built")
+    path = CAPTURES / "kafka-python.pcap"
+    whole = pa.Table.from_batches(
+        arrow.arrow_batches(dissector.dissect(path, records="full"), "records")
+    )
+    # Batches of 3 rows, the last first: rows of one output batch come from several.
+    batches = whole.to_batches(max_chunksize=3)[::-1]
+    expected = sort_table(pa.Table.from_batches(batches).to_pandas(), "records")
+    assert pa.Table.from_batches(batches).column("key").null_count > 0
+    monkeypatch.setattr(arrow, "BATCH_TEXT", 1024)
+    out = arrow.in_capture_order(batches, "records")
+    assert len(out) > 3
+    for b in out:
+        text = sum(
+            sum(len(v) for v in a.to_pylist() if v is not None)
+            for a in b.columns
+            if a.type in (pa.string(), pa.binary())
+        )
+        assert b.num_rows == 1 or text <= 1024
+    assert max(b.num_rows for b in out) > 1
+    got = pa.Table.from_batches(out).to_pandas()
+    assert got.equals(expected)

@@ -8,9 +8,15 @@ import pyarrow as pa
 
 from ..session.exchange import COLUMNS
 from .columns import column
+
+try:  # C: text rows gathered from several arrays into one
+    from .text_buffers import gather_text
+except ImportError:  # built without a C compiler: Arrow's take
+    gather_text = None
 from .schema import HEADER, RECORD_TIME, SCHEMAS
 
 HEADERS = pa.list_(HEADER)
+_TEXT = (pa.string(), pa.binary())
 
 try:  # C (record_columns.pyx): records read from batch bytes into columns
     from .record_columns import RecordColumns
@@ -122,37 +128,81 @@ def in_capture_order(batches, table):
     """The rows of record batches of `table` (not "streams") in capture order
     (tables.CAPTURE_ORDER), as tables.sort_table puts a DataFrame's. Rows complete near
     where they were captured, so each input batch is let go once the output has taken its
-    rows: the reordering holds the table and little more, not a second copy of it."""
+    rows: the reordering holds the table and little more, not a second copy of it. An output
+    batch holds at most RECORD_ROWS rows and, past one row, BATCH_TEXT bytes of text."""
     import numpy as np
-    import pyarrow.compute as pc
 
     batches = [b for b in batches if b.num_rows]
     if not batches:
         return []
+    schema = batches[0].schema
     keys = [_order_keys(b, table) for b in batches]
     columns = [np.concatenate(one) for one in zip(*keys, strict=True)]
     order = np.lexsort(columns[::-1])  # stable; lexsort takes its first key last
     sizes = np.array([b.num_rows for b in batches])
     starts = np.cumsum(sizes) - sizes
     owner = np.searchsorted(starts, order, side="right") - 1  # the input batch of each row
+    rows = order - starts[owner]  # its row there
     last_use = np.zeros(len(batches), dtype=np.int64)
     np.maximum.at(last_use, owner, np.arange(len(order)))
+    text = np.cumsum(
+        np.concatenate([[0], np.concatenate([_text_bytes(b) for b in batches])[order]])
+    )
     out = []
-    for a in range(0, len(order), RECORD_ROWS):
+    a = 0
+    while a < len(order):
         b = min(a + RECORD_ROWS, len(order))
-        mine = owner[a:b]
-        alive = [k for k in range(mine.min(), mine.max() + 1) if batches[k] is not None]
-        shift = np.zeros(len(batches), dtype=np.int64)  # input row -> row of `part`
-        shift[alive] = np.cumsum(sizes[alive]) - sizes[alive] - starts[alive]
-        part = pa.Table.from_batches([batches[k] for k in alive])
-        # The system allocator gives a freed input batch back to the kernel at once; Arrow's
-        # default pool kept them, and the reordering took twice the table.
-        taken = pc.take(part, order[a:b] + shift[mine], memory_pool=pa.system_memory_pool())
-        out += taken.to_batches()
-        for k in alive:
+        b = max(a + 1, min(b, np.searchsorted(text, text[a] + BATCH_TEXT, side="right") - 1))
+        out.append(_taken(batches, owner[a:b], rows[a:b], schema))
+        for k in np.unique(owner[a:b]):
             if last_use[k] < b:
                 batches[k] = None
+        a = b
     return out
+
+
+def _text_bytes(batch):
+    """The bytes of text (string and binary columns) of each row of a batch."""
+    import numpy as np
+
+    total = np.zeros(batch.num_rows, dtype=np.int64)
+    for array in batch.columns:
+        if array.type in _TEXT:
+            starts = np.frombuffer(array.buffers()[1], dtype=np.int32)
+            total += np.diff(starts[array.offset : array.offset + len(array) + 1])
+    return total
+
+
+def _taken(batches, owner, rows, schema):
+    """A batch of the rows rows[i] of batches[owner[i]]: text gathered straight into its
+    buffers (text_buffers.gather_text), the other columns by Arrow's `take`."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    alive = np.unique(owner)
+    part = pa.Table.from_batches([batches[k] for k in alive])
+    counts = np.array([batches[k].num_rows for k in alive])
+    starts = np.cumsum(counts) - counts
+    chunk_of = np.searchsorted(alive, owner)
+    # The system allocator gives a freed input batch back to the kernel at once; Arrow's
+    # default pool kept them, and the reordering took twice the table.
+    taken = pc.take(
+        part.select([f.name for f in schema if gather_text is None or f.type not in _TEXT]),
+        starts[chunk_of] + rows,
+        memory_pool=pa.system_memory_pool(),
+    )
+    arrays = []
+    for f in schema:
+        if gather_text is None or f.type not in _TEXT:
+            arrays.append(taken.column(f.name).combine_chunks())
+            continue
+        validity, nulls, offsets, data = gather_text(
+            [batches[k].column(f.name) for k in alive], chunk_of, rows
+        )
+        buffers = [None if validity is None else pa.py_buffer(validity)]
+        buffers += [pa.py_buffer(offsets), pa.py_buffer(data)]
+        arrays.append(pa.Array.from_buffers(f.type, len(rows), buffers, nulls))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def _order_keys(batch, table):
