@@ -7,21 +7,20 @@ file, a Spark task or a live view never needs the whole table, nor a batch of ex
 import pyarrow as pa
 
 from ..session.exchange import COLUMNS
-from .columns import column
-
-try:  # C: text rows gathered from several arrays into one
-    from .text_buffers import gather_text
-except ImportError:  # built without a C compiler: Arrow's take
-    gather_text = None
+from .columns import TEXT, column
 from .schema import HEADER, RECORD_TIME, SCHEMAS
 
 HEADERS = pa.list_(HEADER)
-_TEXT = (pa.string(), pa.binary())
 
 try:  # C (record_columns.pyx): records read from batch bytes into columns
     from .record_columns import RecordColumns
 except ImportError:  # built without a C compiler: the records table is built row by row
     RecordColumns = None
+
+try:  # C: text rows gathered from several arrays into one, in capture order
+    from .text_buffers import gather_text
+except ImportError:  # built without a C compiler: Arrow's take
+    gather_text = None
 
 BATCH_ROWS = 4096  # exchanges per batch: large enough for Arrow, small enough to stream
 RECORD_ROWS = 65536  # records per batch of the records table
@@ -167,7 +166,7 @@ def _text_bytes(batch):
 
     total = np.zeros(batch.num_rows, dtype=np.int64)
     for array in batch.columns:
-        if array.type in _TEXT:
+        if array.type in TEXT:
             starts = np.frombuffer(array.buffers()[1], dtype=np.int32)
             total += np.diff(starts[array.offset : array.offset + len(array) + 1])
     return total
@@ -187,13 +186,13 @@ def _taken(batches, owner, rows, schema):
     # The system allocator gives a freed input batch back to the kernel at once; Arrow's
     # default pool kept them, and the reordering took twice the table.
     taken = pc.take(
-        part.select([f.name for f in schema if gather_text is None or f.type not in _TEXT]),
+        part.select([f.name for f in schema if gather_text is None or f.type not in TEXT]),
         starts[chunk_of] + rows,
         memory_pool=pa.system_memory_pool(),
     )
     arrays = []
     for f in schema:
-        if gather_text is None or f.type not in _TEXT:
+        if gather_text is None or f.type not in TEXT:
             arrays.append(taken.column(f.name).combine_chunks())
             continue
         validity, nulls, offsets, data = gather_text(

@@ -22,7 +22,7 @@ _CODES = {
     pa.int64(): "q",
     pa.float64(): "d",
 }
-_TEXT = (pa.string(), pa.binary())
+TEXT = (pa.string(), pa.binary())  # Arrow's text types, with int32 offsets
 _OFFSET_MAX = (1 << 31) - 1  # string and binary offsets are int32
 
 try:  # C (text_buffers.pyx)
@@ -44,11 +44,11 @@ def column(values, kind):
     if kind == pa.bool_():
         data = _bitmap(v is True for v in values)
         return pa.Array.from_buffers(kind, n, [validity, data], nulls)
-    if kind in _TEXT:
+    if kind in TEXT:
         offsets, data = _text(values)
         buffers = [validity, pa.py_buffer(offsets), pa.py_buffer(data)]
         return pa.Array.from_buffers(kind, n, buffers, nulls)
-    if pa.types.is_list(kind) and not nulls and kind.value_type in _TEXT:
+    if pa.types.is_list(kind) and not nulls and kind.value_type in TEXT:
         starts = array.array("i", _offsets(map(len, values)))
         offsets = pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(starts)])
         items = column([item for v in values for item in v], kind.value_type)

@@ -13,8 +13,8 @@ rows in order.
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
-from libc.stdint cimport int32_t, int64_t
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from libc.stdint cimport int32_t, int64_t
 from libc.string cimport memcpy, memset
 
 cdef Py_ssize_t _OFFSET_MAX = (1 << 31) - 1  # string and binary offsets are int32
@@ -74,14 +74,14 @@ def present_bitmap(values):
     return bitmap
 
 
-
 cdef inline bint _present(const unsigned char *bitmap, Py_ssize_t at) noexcept nogil:
     return bitmap == NULL or bitmap[at >> 3] >> (at & 7) & 1
 
 
 def gather_text(chunks, const int64_t[::1] chunk_of, const int64_t[::1] row_of):
     """(validity or None, nulls, offsets, data): Arrow's buffers of the text (string or
-    binary, int32 offsets) made of row row_of[i] of chunks[chunk_of[i]], for each i. Arrow's
+    binary, int32 offsets) made of row row_of[i] of chunks[chunk_of[i]], for each i (indices
+    the caller made: they are not checked). Arrow's
     `take` over several arrays first joins them into one: three to four times the bytes of
     its result were written, in fresh memory the kernel had to map and zero; here, once."""
     cdef Py_ssize_t n = chunk_of.shape[0], k = len(chunks), i, c, r, at, total = 0, nulls = 0
