@@ -7,7 +7,6 @@ exactly those: in the Produce requests and in the Fetch responses, for every cod
 
 import hashlib
 import json
-import struct
 import subprocess
 import sys
 from collections import Counter
@@ -151,28 +150,15 @@ def test_records_read_into_columns_equal_the_rows_path(path):
         assert all(b.num_rows <= max_rows for b in got.to_batches())
 
 
-def _varint(n):
-    n = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    return bytes(out + bytes([n]))
+def _batch(values):
+    """A magic 2 batch, uncompressed, of one record a value (each with a header), as
+    kafka-python's producer builds it."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
 
-
-def _record(i, value):
-    body = b"\x00" + _varint(0) + _varint(i) + _varint(-1) + _varint(len(value)) + value
-    body += _varint(1) + _varint(1) + b"h" + _varint(1) + bytes([i])
-    return _varint(len(body)) + body
-
-
-def _batch(area, count):
-    """A magic 2 batch, uncompressed, its CRC-32C right, around a records area."""
-    from dissector.protocol.records.crc import crc32c
-
-    after_crc = struct.pack(">hiqqqhii", 0, count - 1, 0, 0, -1, -1, -1, count) + area
-    header = struct.pack(">ibI", 0, 2, crc32c(after_crc))
-    return struct.pack(">qi", 0, len(header) + len(after_crc)) + header + after_crc
+    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 30)
+    for i, value in enumerate(values):
+        builder.append(i, 0, None, value, [("h", bytes([i]))])
+    return bytes(builder.build())
 
 
 def test_megabytes_of_values_equal_the_rows_path(tmp_path):
@@ -186,12 +172,11 @@ def test_megabytes_of_values_equal_the_rows_path(tmp_path):
     c = Connection(cap, mss=65000)
     for corr in range(1, 5):
         values = [bytes([corr * 16 + i]) * (1_500_000 + i) for i in range(2)]
-        area = b"".join(_record(i, v) for i, v in enumerate(values))
         body = {
             "Acks": 1,
             "TimeoutMs": 1000,
             "TopicData": [
-                {"Name": "big", "PartitionData": [{"Index": 0, "Records": _batch(area, 2)}]}
+                {"Name": "big", "PartitionData": [{"Index": 0, "Records": _batch(values)}]}
             ],
         }
         c.request(encode_request(0, 7, corr, "big", body))

@@ -152,8 +152,9 @@ def in_capture_order(batches, table):
     while a < len(order):
         b = min(a + RECORD_ROWS, len(order))
         b = max(a + 1, min(b, np.searchsorted(text, text[a] + BATCH_TEXT, side="right") - 1))
-        out.append(_taken(batches, owner[a:b], rows[a:b], schema))
-        for k in np.unique(owner[a:b]):
+        alive = np.unique(owner[a:b])
+        out.append(_taken([batches[k] for k in alive], alive, owner[a:b], rows[a:b], schema))
+        for k in alive:
             if last_use[k] < b:
                 batches[k] = None
         a = b
@@ -172,31 +173,30 @@ def _text_bytes(batch):
     return total
 
 
-def _taken(batches, owner, rows, schema):
-    """A batch of the rows rows[i] of batches[owner[i]]: text gathered straight into its
-    buffers (text_buffers.gather_text), the other columns by Arrow's `take`."""
+def _taken(inputs, alive, owner, rows, schema):
+    """A batch of the rows rows[i] of the input batches[owner[i]]; `inputs` are those
+    batches, numbered `alive` (sorted). Text is gathered straight into its buffers
+    (text_buffers.gather_text), the other columns taken by Arrow's `take`."""
     import numpy as np
     import pyarrow.compute as pc
 
-    alive = np.unique(owner)
-    part = pa.Table.from_batches([batches[k] for k in alive])
-    counts = np.array([batches[k].num_rows for k in alive])
+    part = pa.Table.from_batches(inputs)
+    counts = np.array([b.num_rows for b in inputs])
     starts = np.cumsum(counts) - counts
     chunk_of = np.searchsorted(alive, owner)
     # The system allocator gives a freed input batch back to the kernel at once; Arrow's
     # default pool kept them, and the reordering took twice the table.
+    by_take = [f.name for f in schema if gather_text is None or f.type not in TEXT]
     taken = pc.take(
-        part.select([f.name for f in schema if gather_text is None or f.type not in TEXT]),
-        starts[chunk_of] + rows,
-        memory_pool=pa.system_memory_pool(),
+        part.select(by_take), starts[chunk_of] + rows, memory_pool=pa.system_memory_pool()
     )
     arrays = []
     for f in schema:
-        if gather_text is None or f.type not in TEXT:
+        if f.name in by_take:
             arrays.append(taken.column(f.name).combine_chunks())
             continue
         validity, nulls, offsets, data = gather_text(
-            [batches[k].column(f.name) for k in alive], chunk_of, rows
+            [b.column(f.name) for b in inputs], chunk_of, rows
         )
         buffers = [None if validity is None else pa.py_buffer(validity)]
         buffers += [pa.py_buffer(offsets), pa.py_buffer(data)]

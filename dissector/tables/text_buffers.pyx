@@ -74,39 +74,45 @@ def present_bitmap(values):
     return bitmap
 
 
-cdef inline bint _present(const unsigned char *bitmap, Py_ssize_t at) noexcept nogil:
-    return bitmap == NULL or bitmap[at >> 3] >> (at & 7) & 1
+cdef struct _Chunk:
+    const unsigned char *valid  # NULL: every value present
+    const int32_t *starts  # the offsets, from the array's first value
+    const char *data
+    Py_ssize_t base  # the array's offset, where its validity bits start
+
+
+cdef inline bint _present(const _Chunk *c, Py_ssize_t r) noexcept nogil:
+    cdef Py_ssize_t at = c.base + r
+    return c.valid == NULL or c.valid[at >> 3] >> (at & 7) & 1
 
 
 def gather_text(chunks, const int64_t[::1] chunk_of, const int64_t[::1] row_of):
     """(validity or None, nulls, offsets, data): Arrow's buffers of the text (string or
     binary, int32 offsets) made of row row_of[i] of chunks[chunk_of[i]], for each i (indices
-    the caller made: they are not checked). Arrow's
-    `take` over several arrays first joins them into one: three to four times the bytes of
-    its result were written, in fresh memory the kernel had to map and zero; here, once."""
-    cdef Py_ssize_t n = chunk_of.shape[0], k = len(chunks), i, c, r, at, total = 0, nulls = 0
+    the caller made: they are not checked). Arrow's `take` over several arrays first joins
+    them into one: three to four times the bytes of its result were written, in fresh memory
+    the kernel had to map and zero; here, once."""
+    cdef Py_ssize_t n = chunk_of.shape[0], k = len(chunks), i, r, at, total = 0, nulls = 0
     cdef Py_ssize_t first, length
+    cdef const _Chunk *c
     cdef int32_t *out_starts
     cdef char *out
     cdef unsigned char *bits = NULL
-    cdef Py_ssize_t size = k * sizeof(void *) + 1
-    cdef const int32_t **starts = <const int32_t **> PyMem_Malloc(size)
-    cdef const char **data = <const char **> PyMem_Malloc(size)
-    cdef const unsigned char **valid = <const unsigned char **> PyMem_Malloc(size)
-    cdef Py_ssize_t *base = <Py_ssize_t *> PyMem_Malloc(k * sizeof(Py_ssize_t) + 1)
+    cdef _Chunk *of = <_Chunk *> PyMem_Malloc(k * sizeof(_Chunk) + 1)
+    if of == NULL:
+        raise MemoryError()
     try:
-        if starts == NULL or data == NULL or valid == NULL or base == NULL:
-            raise MemoryError()
-        for c in range(k):  # their buffers stay alive with `chunks`
-            bitmap, offsets, text = chunks[c].buffers()
-            base[c] = chunks[c].offset
-            valid[c] = NULL if bitmap is None else <const unsigned char *> <size_t> bitmap.address
-            starts[c] = (<const int32_t *> <size_t> offsets.address) + base[c]
-            data[c] = NULL if text is None else <const char *> <size_t> text.address
+        for i in range(k):  # their buffers stay alive with `chunks`
+            bitmap, offsets, text = chunks[i].buffers()
+            of[i].base = chunks[i].offset
+            of[i].valid = NULL if bitmap is None else <const unsigned char *> <size_t> (
+                bitmap.address)
+            of[i].starts = (<const int32_t *> <size_t> offsets.address) + of[i].base
+            of[i].data = NULL if text is None else <const char *> <size_t> text.address
         for i in range(n):
-            c, r = chunk_of[i], row_of[i]
-            if _present(valid[c], base[c] + r):
-                total += starts[c][r + 1] - starts[c][r]
+            c, r = &of[chunk_of[i]], row_of[i]
+            if _present(c, r):
+                total += c.starts[r + 1] - c.starts[r]
             else:
                 nulls += 1
         if total > _OFFSET_MAX:
@@ -122,20 +128,17 @@ def gather_text(chunks, const int64_t[::1] chunk_of, const int64_t[::1] row_of):
         at = 0
         for i in range(n):
             out_starts[i] = <int32_t> at
-            c, r = chunk_of[i], row_of[i]
-            if not _present(valid[c], base[c] + r):
+            c, r = &of[chunk_of[i]], row_of[i]
+            if not _present(c, r):
                 continue
             if bits != NULL:
                 bits[i >> 3] |= 1 << (i & 7)
-            first = starts[c][r]
-            length = starts[c][r + 1] - first
+            first = c.starts[r]
+            length = c.starts[r + 1] - first
             if length:
-                memcpy(out + at, data[c] + first, length)
+                memcpy(out + at, c.data + first, length)
                 at += length
         out_starts[n] = <int32_t> at
     finally:
-        PyMem_Free(starts)
-        PyMem_Free(data)
-        PyMem_Free(valid)
-        PyMem_Free(base)
+        PyMem_Free(of)
     return bitmap_out, nulls, offsets_out, data_out
