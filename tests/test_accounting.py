@@ -9,6 +9,7 @@ from synth import Capture, Connection, frame_bytes
 
 import dissector
 from dissector.tables import build_table
+from tools import fuzz
 
 CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 ALL = sorted(CAPTURES.glob("*.pcap"))
@@ -98,3 +99,54 @@ def test_gaps_garbage_and_truncation_are_accounted(tmp_path):
     assert request.bytes_abandoned == 0  # the capture ended, not the broker
     pairs = build_table(exchanges, "pairs")
     assert list(pairs.status) == ["ok", "ok", "orphan_response"]
+
+
+def _answered_before_asked(path, cut=None):
+    """A connection joined mid-stream (no SYN): the broker's first frame, kafka-python's real
+    ApiVersions v4 response, captured before the request it answers (only its first `cut`
+    bytes: the capture lost the rest), then that request, then the client closes. Which side
+    is the client is decided only at the end, by the request. Returns the exchanges, the
+    response direction's streams row, and the response frame's size."""
+    frames = fuzz.kafka_frames("kafka-python.pcap")
+    request = next(body for kind, key, _, body in frames if kind == fuzz.REQUEST and key == 18)
+    response = next(body for kind, key, _, body in frames if kind != fuzz.REQUEST and key == 18)
+    sent = frame_bytes(response)
+    cap = Capture()
+    c = Connection(cap, handshake=False)
+    c.send("b", sent[:cut])
+    c.seq["b"] += len(sent) - len(sent[:cut])  # the bytes the capture lost
+    c.request(request)
+    c.close()
+    dissection = dissector.dissect(cap.write_pcap(path))
+    exchanges = list(dissection)
+    streams = build_table(dissection.ended, "streams")
+    assert_adds_up(streams)
+    answers = streams[streams.direction == "response"].iloc[0]
+    assert (answers.end, answers.ended_by) == ("fin", "client")
+    return exchanges, answers, len(sent)
+
+
+# Found by tools/fuzz.py (target tcp): until the client side is decided, each side is framed
+# both as a client's and as a broker's, and the broker's framing as a client's is dropped
+# then. What that dropped framing counted must go with it.
+
+
+def test_bytes_abandoned_are_counted_by_the_framing_a_side_keeps(tmp_path):
+    """Framed as a client's, the broker's bytes end inside a frame when the client closes:
+    abandoned, had that framing stayed. Framed as answers they are one whole response."""
+    exchanges, answers, size = _answered_before_asked(tmp_path / "late.pcap")
+    assert answers.bytes_framed == size and answers.frames == 1
+    assert answers.bytes_skipped == answers.bytes_abandoned == 0
+    assert [(e.api_name, e.status, e.request_frame, e.response_frame) for e in exchanges] == [
+        ("ApiVersions", "ok", 2, 1)
+    ]
+
+
+def test_bytes_unused_are_counted_by_the_framing_a_side_keeps(tmp_path):
+    """Framed as a client's, the broker's cut frame is held as a request that never decodes:
+    unused, had that framing stayed. Framed as answers, it answers nothing asked yet: its
+    bytes are skipped, and the request goes unanswered."""
+    exchanges, answers, size = _answered_before_asked(tmp_path / "cut.pcap", cut=83)
+    assert answers.bytes_missing == size - 83 and answers.gaps == 1
+    assert answers.bytes_skipped == 83 and answers.bytes_framed == answers.bytes_unused == 0
+    assert [(e.api_name, e.status) for e in exchanges] == [("ApiVersions", "unanswered")]

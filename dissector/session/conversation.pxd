@@ -10,7 +10,7 @@ cdef class Conversation:
     cdef public Connection conn
     cdef public tuple framers
     cdef public object abandoned, directory, forced, gaps, held, options, records
-    cdef public object session, sniffed, unused, tls, opened
+    cdef public object session, sniffed, unused, unused_undecided, tls, opened
     cdef public object asked, first_asked, answering, replies
 
     @cython.locals(framer=Framer)

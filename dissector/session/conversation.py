@@ -47,6 +47,9 @@ class Conversation:
         # Bytes per side in frames that were framed but not used: held while the client side
         # was unknown and then found not to be requests, or responses before any request.
         self.unused = [0, 0]
+        # Of those, per side, the bytes counted while the client side was unknown: framed as
+        # a client's, by the framer the broker's side drops once it is known (_decide).
+        self.unused_undecided = [0, 0]
         self.gaps = [0, 0]
         # Bytes per side of a frame left unfinished when the other side ended the connection
         # (its RST or FIN): data a peer abandoned, not capture loss (a part of bytes_skipped).
@@ -172,29 +175,28 @@ class Conversation:
     def end(self):
         """The connection is over: flush partial frames; requests still waiting are unanswered."""
         out = []
+        left = {}  # framer -> bytes of a frame it was given unfinished (see _left)
         for side in (0, 1):
             if self.answering is None or self.conn.client_side is not None:
                 break  # decided (by the last frames of a side's `answering` framer, say)
             answering = self.answering[side]
-            ended = self._ended(side, answering)
-            out += self._replies(side, answering, answering.finish(ended))
+            items = answering.finish(self._ended(side, answering))
+            left[answering] = self._left(side, items)
+            out += self._replies(side, answering, items)
         conn = self.conn
         for side in (0, 1):
             framer = self.framers[side]
             items = framer.finish(self._ended(side, framer))
-            if conn.end_reason in ("fin", "rst") and conn.ended_by == 1 - side:
-                left = sum(
-                    x.size for x in items if x.__class__ is Skipped and x.reason == "truncated"
-                )
-                if left:
-                    both = list(self.abandoned)
-                    both[side] += left
-                    self.abandoned = tuple(both)
+            left[framer] = left.get(framer, 0) + self._left(side, items)
             out += self._framed(side, items, framer)
         if conn.client_side is None and not conn.ignored:
             out += self._settle()  # no request was seen answered: the first one decides
+        # Counted from the framers the sides keep: settling may have swapped one in.
+        self.abandoned = tuple(
+            a + left.get(f, 0) for a, f in zip(self.abandoned, self.framers, strict=True)
+        )
         for side in (0, 1):  # never decided which side is the client: not Kafka to us
-            self.unused[side] += sum(len(f.data) + 4 for f in self.held[side])
+            self._unused(side, sum(len(f.data) + 4 for f in self.held[side]))
         self.held = ([], [])
         if self.session is not None and not self.conn.ignored:
             out += self.session.end()
@@ -202,6 +204,14 @@ class Conversation:
         for framer in self.framers:  # their checks hold this object: no cycle left to collect
             framer.is_frame_start = framer.refuses = framer.orphans = None
         return out
+
+    def _left(self, side, items):
+        """The bytes of the frame a side's framer ends unfinished because the other side
+        closed or reset the connection: abandoned by a peer, not lost by the capture."""
+        conn = self.conn
+        if conn.end_reason not in ("fin", "rst") or conn.ended_by != 1 - side:
+            return 0
+        return sum(x.size for x in items if x.__class__ is Skipped and x.reason == "truncated")
 
     def _drop_answering(self):
         for framer in self.answering or ():
@@ -376,7 +386,7 @@ class Conversation:
                 return []
             # What a frame cut short says is no proof of Kafka, and 0.7 frames are read whole:
             # for a session pairing by order, a cut response is a lost one.
-            self.unused[side] += len(frame.data) + 4
+            self._unused(side, len(frame.data) + 4)
             if self.session is not None and side != client:
                 return self.session.response_lost()
             return []
@@ -386,7 +396,7 @@ class Conversation:
             and not header_captured(frame.data, side == client)
         ):
             # A hole took its header: it keeps its place, but says nothing to pair or show.
-            self.unused[side] += len(frame.data) + 4
+            self._unused(side, len(frame.data) + 4)
             return []
         if client is None:
             return self._undecided(side, frame)
@@ -405,9 +415,15 @@ class Conversation:
                 # first request in a capture that reordered them: hold it for the request.
                 self.held[side].append(frame)
             else:
-                self.unused[side] += len(frame.data) + 4  # a response before any request
+                self._unused(side, len(frame.data) + 4)  # a response before any request
             return []
         return self.session.response(frame)
+
+    def _unused(self, side, n):
+        """`n` bytes of a side framed and not used."""
+        self.unused[side] += n
+        if self.conn.client_side is None:
+            self.unused_undecided[side] += n
 
     def _modern(self, frame):
         """Whether a first request the capture cut (snap length, lost segments) is taken as
@@ -468,7 +484,7 @@ class Conversation:
         if len(self.held[side]) < UNDECIDED_LIMIT:
             self.held[side].append(frame)
             return []
-        self.unused[side] += len(frame.data) + 4
+        self._unused(side, len(frame.data) + 4)
         # Many frames and no request answered: the first request decides (its answers may
         # not come, as for acks=0 produce requests, or not decode).
         return self._settle()
@@ -523,6 +539,7 @@ class Conversation:
             promoted.orphans = self._responds(broker)
             dropped = self.framers[broker]
             dropped.is_frame_start = dropped.refuses = dropped.orphans = None
+            self.unused[broker] -= self.unused_undecided[broker]  # its bytes are promoted's
             self.framers = (
                 (promoted, self.framers[1]) if broker == 0 else (self.framers[0], promoted)
             )
