@@ -26,7 +26,10 @@ from .lz4frame import decompress_lz4
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
 
 _IN_CHUNK = 64 * 1024  # compressed bytes handed to zlib at a time
-_OUT_CHUNK = 256 * 1024  # largest output asked for at a time
+# Largest output asked for at a time. zstd's reader allocates all of it for each read: it
+# stays under glibc's mmap threshold (128 KiB, fixed once a program sets the heap's
+# parameters, as heap.keep_top does), past which each buffer is mapped and faulted in afresh.
+_OUT_CHUNK = 127 * 1024
 _ZSTD_READ = 4096  # small reads keep the consumed-input count, hence the ratio, precise
 
 # Java clients (snappy-java's SnappyOutputStream) frame snappy: this magic, two int32
