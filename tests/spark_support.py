@@ -13,7 +13,7 @@ import pyarrow as pa
 import dissector
 from dissector.spark.pipeline import ORDER, _options, _split_schema, rows_batches
 from dissector.spark.plan import expand, plan_split, survey_here
-from dissector.spark.split import run_facts_task, split_tasks
+from dissector.spark.split import run_facts_task, split_tasks, unjoined
 from dissector.spark.types import table_schema
 from dissector.spark.whole import table_batches
 from dissector.tables.schema import SCHEMAS
@@ -72,12 +72,15 @@ def run_in_process(paths, table, split_bytes, seed=0, timestamps="us", read_back
     schema = table_schema(table, timestamps)
     out = [b for c in whole for b in table_batches(c, table, opts, schema)]
     if split:
-        out += split_in_process(split, table, opts, rng, timestamps).to_batches()
+        joined, whole_after_all = split_in_process(split, table, opts, rng, timestamps)
+        out += joined.to_batches()
+        out += [b for c in whole_after_all for b in table_batches(c, table, opts, schema)]
     return pa.Table.from_batches(out, schema=schema)
 
 
 def split_in_process(split, table, opts, rng, timestamps="us"):
-    """The ranges of split captures, facts and rows, each task run on its own."""
+    """The ranges of split captures, facts and rows, each task run on its own; and the
+    captures whose ranges could not be joined (split.unjoined), left out."""
 
     def facts(items):
         order = list(range(len(items)))
@@ -86,6 +89,8 @@ def split_in_process(split, table, opts, rng, timestamps="us"):
         return [done[i] for i in range(len(items))]
 
     outcomes, seeds, _facts = split_tasks(split, opts, facts)
+    left = unjoined(split, outcomes)
+    split = [c for c in split if c.capture not in left]
     schema = _split_schema(table, timestamps, False)
     tasks = [(c, i) for c in split for i in range(c.tasks)]
     rng.shuffle(tasks)
@@ -96,7 +101,7 @@ def split_in_process(split, table, opts, rng, timestamps="us"):
     out = pa.Table.from_batches(batches, schema=schema)
     if table == "partitions":
         out = _lags(out)
-    return out.drop_columns([c for c in ORDER if c in out.column_names])
+    return out.drop_columns([c for c in ORDER if c in out.column_names]), list(left)
 
 
 def _lags(t):

@@ -63,11 +63,17 @@ class Connection:
     """One TCP connection inside a Capture; client and broker keep their own sequence numbers."""
 
     def __init__(
-        self, cap, client=("10.0.0.2", 40000), broker=("10.0.0.1", 9092), handshake=True, mss=1448
+        self,
+        cap,
+        client=("10.0.0.2", 40000),
+        broker=("10.0.0.1", 9092),
+        handshake=True,
+        mss=1448,
+        isn=(1000, 5000),
     ):
         self.cap = cap
         self.client, self.broker = client, broker
-        self.seq = {"c": 1000, "b": 5000}
+        self.seq = {"c": isn[0], "b": isn[1]}
         self.mss = mss
         if handshake:
             self._send("c", SYN, b"")

@@ -438,3 +438,22 @@ def test_topic_and_partition_filters_in_spark(spark):
         assert spark_rows(got, path) == expected, split
     none = spark.read.format("kafka_pcap").option("table", "records").option("partitions", "7")
     assert none.load(path).count() == 0
+
+
+def test_a_capture_whose_ranges_never_agree_is_read_whole_with_a_warning(spark, monkeypatch):
+    from test_spark_ranges import _never_joined
+
+    from dissector.spark import Dissected
+    from dissector.spark.split import MAX_ROUNDS
+
+    _never_joined(monkeypatch)
+    path = CAPTURES[[Path(c).name for c in CAPTURES].index("kafka-python.pcap")]
+    with pytest.warns(UserWarning, match="could not be joined") as caught:
+        d = Dissected(spark, path, "8k")
+    assert d.whole == [path] and d.split == []
+    expected = (
+        f"{path}: its byte ranges could not be joined after {MAX_ROUNDS} rounds "
+        "(range 1: held apart by this test): dissected whole, by one task"
+    )
+    assert d.warnings == [expected] and expected in [str(w.message) for w in caught]
+    assert spark_rows(d.table("pairs").toArrow(), path) == reference(path, "pairs")

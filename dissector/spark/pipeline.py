@@ -23,7 +23,14 @@ from ..tls import KeyLog
 from . import parts
 from .notes import piece_warnings
 from .plan import expand, pack_whole, plan_split, surveys_in_spark
-from .split import DEFAULT_READ_BACK, run_facts_task, run_rows_task, split_tasks
+from .split import (
+    DEFAULT_READ_BACK,
+    MAX_ROUNDS,
+    run_facts_task,
+    run_rows_task,
+    split_tasks,
+    unjoined,
+)
 from .types import for_spark, spark_schema, table_schema
 from .whole import SUMMARY, table_batches, whole_tasks
 
@@ -72,6 +79,16 @@ class Dissected:
         for message in self.warnings:
             warnings.warn(message, stacklevel=2)
         self.outcomes, self.seeds, facts = split_tasks(self.split, self.options, self._facts)
+        for capture, why in unjoined(self.split, self.outcomes).items():
+            message = (
+                f"{capture}: its byte ranges could not be joined after {MAX_ROUNDS} rounds "
+                f"({why}): dissected whole, by one task"
+            )
+            self.warnings.append(message)
+            warnings.warn(message, stacklevel=2)
+            self.whole.append(capture)
+            del self.outcomes[capture], facts[capture]
+        self.split = [c for c in self.split if c.capture in self.outcomes]
         self.packets = {c: o.packets for c, o in self.outcomes.items()}
         ranges = [f for per_capture in facts.values() for f in per_capture]
         for message in piece_warnings(ranges, self.files):

@@ -141,10 +141,12 @@ class Settled:
 
     offset: int = 0  # connections opened in earlier ranges of the capture
     streams: dict = field(default_factory=dict)  # key -> stream number, carried in
-    first_frames: dict = field(default_factory=dict)  # key -> the connection's first frame
+    first_frames: dict = field(default_factory=dict)  # key -> its first frame, carried in
     how: dict = field(default_factory=dict)  # key -> how its client side was found
-    carried: dict = field(default_factory=dict)  # key -> streams rows of earlier ranges
-    flush: set = field(default_factory=set)  # keys this task ends for the capture's end
+    carried: dict = field(default_factory=dict)  # key -> earlier ranges' counters by sender
+    # key -> the first frame of a connection this task ends for the capture's end (not the
+    # one carried in under the same key, which a reuse of its ports may end in this range)
+    flush: dict = field(default_factory=dict)
     topics: dict = field(default_factory=dict)  # topic id -> (moment learned, name)
 
 
@@ -267,10 +269,10 @@ class RangeRun:
         """End, as the capture's end does, the connections no later range has a packet of:
         one by one in stream order, each at its own moment."""
         ids = dict(self.core.open_connections())
-        wanted = {i for i, k in ids.items() if k in self.settled.flush}
-        order = sorted(wanted, key=lambda i: self.settled.first_frames.get(ids[i], 0))
+        first = self.settled.flush
+        order = sorted((i for i, k in ids.items() if k in first), key=lambda i: first[ids[i]])
         for conn_id in order:
-            self.clock.at(END, self.settled.first_frames.get(ids[conn_id], 0))
+            self.clock.at(END, first[ids[conn_id]])
             out = self.core.finish({conn_id})
             yield from self._kept(out)
             self._ended(self.core.ended())
@@ -307,7 +309,7 @@ class RangeRun:
             key = connection_key(c)
             carried = key in view and view[key].id == c.id
             if not carried:
-                opened.append(c.first_frame)
+                opened.append((c.first_frame, key))
             live = key in end and end[key].id == c.id
             if carried or live:
                 crossing.append(self._crossing(c, key, carried, live))
@@ -380,7 +382,8 @@ def partial(facts, part, keys):
         out[name] = [c for c in facts[name] if c[0] not in keys] + part[name]
     flagged = {k: v for k, v in facts["flagged"].items() if k not in keys}
     out["flagged"] = {**flagged, **part["flagged"]}
-    out["opened"] = sorted([f for f in facts["opened"] if f not in mine] + part["opened"])
+    # What it says of those connections, opened in its read-back or its own range, is theirs.
+    out["opened"] = sorted([o for o in facts["opened"] if o[1] not in keys] + part["opened"])
     topics = {t: (m, n) for t, m, n in facts["topics"]}
     for t, m, n in part["topics"]:
         if t not in topics or m < topics[t][0]:
@@ -399,12 +402,22 @@ def _state(snap):
     return None if snap is None else (snap.state, snap.rare)
 
 
+def sender(row):
+    """The endpoint that sent a streams row's bytes. Counters are carried by it: a range
+    that has not yet found which side is the client names the directions otherwise. (A
+    connection from an endpoint to itself keeps its directions.)"""
+    if row["client"] == row["broker"]:
+        return row["client"], row["direction"]
+    return row["client"] if row["direction"] == "request" else row["broker"]
+
+
 def delta(rows, before):
-    """The counters of two streams rows less those they had at `before` (None: all)."""
-    out = []
-    for i, row in enumerate(rows):
-        base = before[i] if before else None
-        out.append({k: row[k] - (base[k] if base else 0) for k in COUNTERS})
+    """{sender: the counters of its streams row less those it had at `before` (None: all)}."""
+    base = {} if before is None else {sender(row): row for row in before}
+    out = {}
+    for row in rows:
+        was = base.get(sender(row))
+        out[sender(row)] = {k: row[k] - (was[k] if was else 0) for k in COUNTERS}
     return out
 
 
@@ -419,12 +432,13 @@ def streams_rows(run, settled):
         before = run.view.get(key)
         carried = before is not None and before.id == conn_id
         stream = run.numbers[conn_id]
-        for i, row in enumerate(rows):
+        base = {sender(row): row for row in before.accounting} if carried else {}
+        for row in rows:
             row = dict(row, stream=stream)
             if carried:
-                base, earlier = before.accounting[i], settled.carried[key][i]
+                was, earlier = base[sender(row)], settled.carried[key][sender(row)]
                 for k in COUNTERS:
-                    row[k] += earlier[k] - base[k]
+                    row[k] += earlier[k] - was[k]
                 row["first_frame"] = settled.first_frames[key]
                 if before.kafka:  # its client side was found before this range
                     row["client_side_from"] = settled.how[key]

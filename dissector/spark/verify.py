@@ -32,7 +32,7 @@ class Truth:
     rare: tuple
     how: str | None
     first_frame: int  # the connection's first packet in the capture
-    rows: list  # its streams counters so far, per direction
+    rows: dict  # its streams counters so far, by sending endpoint (ranges.delta)
     task: int  # the last range with a packet of it
     last_frame: int  # its last packet so far
     stream: int = -1
@@ -73,15 +73,14 @@ def check(facts, taint=True):
             if t is not None:
                 s.streams[key], s.first_frames[key] = t.stream, t.first_frame
                 s.how[key], s.carried[key] = t.how, t.rows
-        opened_numbers = {fr: count + n for n, fr in enumerate(f["opened"])}
+        opened_numbers = {fr: count + n for n, (fr, _key) in enumerate(f["opened"])}
         count += len(f["opened"])
         for key, frame in f["closes"]:
             closed[key] = frame
         for c in f["crossing"]:
             _carry(c, i, truth, closed, opened_numbers)
     for key, t in truth.items():  # open at the capture's end: the last range ends it
-        settled[t.task].flush.add(key)
-        settled[t.task].first_frames[key] = t.first_frame
+        settled[t.task].flush[key] = t.first_frame
     for f in facts:
         wrong = _flush_disagrees(f, settled[f["index"]].flush, truth)
         if wrong:
@@ -195,9 +194,10 @@ def _lookups(facts):
 
 
 def _add(rows, delta):
+    """Counters by sending endpoint (ranges.delta), summed."""
     if rows is None:
-        return [dict(d) for d in delta]
-    return [{k: r[k] + d[k] for k in COUNTERS} for r, d in zip(rows, delta, strict=True)]
+        return {e: dict(d) for e, d in delta.items()}
+    return {e: {k: rows[e][k] + d[k] for k in COUNTERS} for e, d in delta.items()}
 
 
 def _text(key):
