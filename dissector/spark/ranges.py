@@ -325,9 +325,12 @@ class RangeRun:
             "capture": self.spec["capture"],
             "opened": sorted(opened),
             "crossing": crossing,
+            # Connections with a packet in the range, and those its read-back ended: a packet
+            # of theirs here was taken for a late one of an ended connection (an RST the
+            # read-back believed, which the run from the start found out of window).
             "checked": [
                 (key, _state(view.get(key)), key in self.view_closed)
-                for key in {connection_key(c) for c in touched}
+                for key in {connection_key(c) for c in touched} | self.view_closed
             ],
             "closes": [
                 (connection_key(c), c.end_frame) for c in touched if c.end_reason in ("fin", "rst")
