@@ -78,6 +78,20 @@ def run_in_process(paths, table, split_bytes, seed=0, timestamps="us", read_back
     return pa.Table.from_batches(out, schema=schema)
 
 
+def ranges_never_agree(monkeypatch):
+    """Ranges made to disagree in every round (range 1, whatever it says)."""
+    from dissector.spark import split as split_module
+
+    checked = split_module.check
+
+    def check(facts, taint=True):
+        outcome = checked(facts, taint)
+        outcome.redo.setdefault(1, [("held apart by this test", None, None, None)])
+        return outcome
+
+    monkeypatch.setattr(split_module, "check", check)
+
+
 def split_in_process(split, table, opts, rng, timestamps="us"):
     """The ranges of split captures, facts and rows, each task run on its own; and the
     captures whose ranges could not be joined (split.unjoined), left out."""

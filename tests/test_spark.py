@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from spark_support import local_spark, reference, spark_rows
+from spark_support import local_spark, ranges_never_agree, reference, spark_rows
 
 pytest.importorskip("pyspark")
 pytestmark = pytest.mark.spark
@@ -441,12 +441,10 @@ def test_topic_and_partition_filters_in_spark(spark):
 
 
 def test_a_capture_whose_ranges_never_agree_is_read_whole_with_a_warning(spark, monkeypatch):
-    from test_spark_ranges import _never_joined
-
     from dissector.spark import Dissected
     from dissector.spark.split import MAX_ROUNDS
 
-    _never_joined(monkeypatch)
+    ranges_never_agree(monkeypatch)
     path = CAPTURES[[Path(c).name for c in CAPTURES].index("kafka-python.pcap")]
     with pytest.warns(UserWarning, match="could not be joined") as caught:
         d = Dissected(spark, path, "8k")

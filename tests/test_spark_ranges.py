@@ -11,7 +11,7 @@ import damage
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from spark_support import reference, run_in_process, spark_rows
+from spark_support import ranges_never_agree, reference, run_in_process, spark_rows
 
 from dissector.capture import open_capture
 from dissector.capture.ranges import pieces, range_packets, read_head, survey
@@ -392,20 +392,6 @@ def test_ports_reused_across_range_boundaries(tmp_path):
             assert got == expected, (table, split)
 
 
-def _never_joined(monkeypatch):
-    """Ranges made to disagree in every round (range 1, whatever it says)."""
-    from dissector.spark import split as split_module
-
-    checked = split_module.check
-
-    def check(facts, taint=True):
-        outcome = checked(facts, taint)
-        outcome.redo.setdefault(1, [("held apart by this test", None, None, None)])
-        return outcome
-
-    monkeypatch.setattr(split_module, "check", check)
-
-
 def test_ranges_that_never_agree_leave_their_capture_to_be_read_whole(monkeypatch):
     """Mangled TCP can leave a connection in a state no read-back reproduces: a capture
     whose ranges still disagree after every round is dissected whole, which is exact."""
@@ -413,7 +399,7 @@ def test_ranges_that_never_agree_leave_their_capture_to_be_read_whole(monkeypatc
     from dissector.spark.plan import plan_split, survey_here
     from dissector.spark.split import MAX_ROUNDS, run_facts_task, split_tasks, unjoined
 
-    _never_joined(monkeypatch)
+    ranges_never_agree(monkeypatch)
     path = str(CAPTURES[[c.name for c in CAPTURES].index("kafka-python.pcap")])
     _, split, _ = plan_split([path], 4096, 1024, survey_here)
     opts = _options({})
