@@ -192,9 +192,9 @@ class Conversation:
         if conn.client_side is None and not conn.ignored:
             out += self._settle()  # no request was seen answered: the first one decides
         # Counted from the framers the sides keep: settling may have swapped one in.
-        self.abandoned = tuple(
-            a + left.get(f, 0) for a, f in zip(self.abandoned, self.framers, strict=True)
-        )
+        kept = tuple(left.get(f, 0) for f in self.framers)
+        if any(kept):  # else the shared (0, 0) stays
+            self.abandoned = tuple(a + k for a, k in zip(self.abandoned, kept, strict=True))
         for side in (0, 1):  # never decided which side is the client: not Kafka to us
             self._unused(side, sum(len(f.data) + 4 for f in self.held[side]))
         self.held = ([], [])

@@ -419,8 +419,9 @@ def delta(rows, before):
     base = {} if before is None else {sender(row): row for row in before}
     out = {}
     for row in rows:
-        was = base.get(sender(row))
-        out[sender(row)] = {k: row[k] - (was[k] if was else 0) for k in COUNTERS}
+        by = sender(row)
+        was = base.get(by)
+        out[by] = {k: row[k] - (was[k] if was else 0) for k in COUNTERS}
     return out
 
 

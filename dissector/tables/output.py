@@ -30,7 +30,7 @@ ISO = "%Y-%m-%dT%H:%M:%SZ"  # Arrow prints the fraction the unit has after %S
 PAYLOADS = {"records": ("key", "value", "headers.list.element.value")}
 # Payloads with no minimum and maximum in the file: no reader skips a row group by a value's
 # bytes, and computing them went over every byte. Keys keep theirs (a search for one key).
-NO_STATISTICS = ("value", "headers.list.element.value")
+NO_STATISTICS = {"records": ("value", "headers.list.element.value")}
 
 
 def output_format(path):
@@ -148,12 +148,14 @@ def parquet_writer(sink, schema, table, compress_values=False):
     dictionaries, snappy but for the records' payloads unless `compress_values`, statistics
     but for NO_STATISTICS."""
     plain = () if compress_values else PAYLOADS.get(table, ())
+    unsummed = NO_STATISTICS.get(table, ())
+    leaves = _leaves(schema)
     return pq.ParquetWriter(
         sink,
         schema,
         use_dictionary=_repeating_text(schema),
-        compression={leaf: "none" if leaf in plain else "snappy" for leaf in _leaves(schema)},
-        write_statistics=[leaf for leaf in _leaves(schema) if leaf not in NO_STATISTICS],
+        compression={leaf: "none" if leaf in plain else "snappy" for leaf in leaves},
+        write_statistics=[leaf for leaf in leaves if leaf not in unsummed],
     )
 
 
