@@ -10,6 +10,10 @@ broker into ``tmp_path``::
         packets = rdpcap(str(rec.path))
 
 Tests that use a broker get the ``broker`` marker, so ``-m "not broker"`` leaves them out.
+
+Property-based tests try the same inputs on every run and machine (hypothesis derandomized,
+no example database): a run passes or fails for the code, never for the draw. Exploring
+further is the fuzzer's work (tools/fuzz.py), or `pytest --hypothesis-profile explore`.
 """
 
 from __future__ import annotations
@@ -21,6 +25,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+settings.register_profile("reproducible", derandomize=True, database=None)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile("reproducible")
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:

@@ -339,6 +339,29 @@ def test_the_tcp_checks_catch_stats_that_differ_from_the_rows(key):
         fuzz.check_sums({**stats, key: stats[key] + 1}, [ROW, ROW], "test")
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_mangled_tcp_captures_cut_into_ranges_equal_read_pcap(tmp_path, seed):
+    """The ranges target: captures with TCP mangled as above, planned, checked and joined
+    as Spark's ranges are, give read_pcap's pairs and streams (fixed seeds: the target's
+    findings so far are tests in test_spark_ranges.py)."""
+    data = fuzz.random_tcp_capture(random.Random(seed))
+    path = tmp_path / "mangled.pcap"
+    path.write_bytes(data)
+    fuzz.check_ranges(path, data)
+
+
+def test_the_ranges_check_catches_a_table_that_differs(tmp_path, monkeypatch):
+    from dissector.spark import split
+
+    data = (fuzz.CAPTURES / "kafka-python.pcap").read_bytes()
+    path = tmp_path / "kafka-python.pcap"
+    path.write_bytes(data)
+    fuzz.check_ranges(path, data)
+    monkeypatch.setattr(split, "streams_rows", lambda run, settled: [])  # rows lost
+    with pytest.raises(fuzz.Finding, match="ranges-differ: streams"):
+        fuzz.check_ranges(path, data)
+
+
 # ---------------------------------------------------------------- (d) hostile frames
 
 

@@ -5,6 +5,7 @@
     python tools/fuzz.py --target capture --runs 5000
     python tools/fuzz.py --target capture --seconds 300 --engine random --seed 7
     python tools/fuzz.py --target tcp --runs 20000 --engine random
+    python tools/fuzz.py --target ranges --seconds 600 --engine random --seed 7
 
 Targets, and what counts as a finding:
 
@@ -28,6 +29,10 @@ Targets, and what counts as a finding:
   ``bytes_delivered = bytes_tls + bytes_framed + bytes_skipped``), ``stats()`` equals the
   sums of the rows before ``finish()`` and after (``bytes_conflicting``, ``rsts_ignored`` and
   ``syns_ignored`` included), and every captured payload byte is counted once by TCP.
+- ``ranges``: a capture (pcap) cut into byte ranges as Spark cuts a large one, the ranges
+  planned, checked and joined in this process (``tests/spark_support.run_in_process``) at
+  three split sizes and read-backs drawn from the input: the pairs and streams tables must
+  equal ``read_pcap``'s. Inputs ``read_pcap`` refuses are passed over.
 
 Seeds come from the sample captures: every Kafka frame, every record set, every packet and
 every TCP connection of ``captures/*.pcap``. Two engines run the same targets:
@@ -45,7 +50,7 @@ every TCP connection of ``captures/*.pcap``. Two engines run the same targets:
   before or after the original (behind a hole, where copies are compared), retransmitted,
   reordered (also last first after a hole), dropped, cut by the snap length, and get RSTs
   (in the window or at random sequence numbers), SYNs with a new ISN (answered by a SYN+ACK
-  or not) and early FINs.
+  or not) and early FINs. For ranges, mostly such TCP captures, else damaged captures.
 
 A finding is written under ``--out`` (default ``fuzz-findings/``) as the input that caused it
 plus a ``.txt`` with the traceback, and the run goes on (``--stop`` ends it at the first).
@@ -99,6 +104,7 @@ FULL = Limits(records=True)
 RECORD_DECODER = Options(records="full").record_decoder()
 HOSTILE32 = (0x7FFFFFFF, -1, -0x80000000, 0x7FFFFFF0, 0x10000000, 0xFFFF, 0)
 HOSTILE16 = (0x7FFF, -1, -0x8000, 0x100)
+TARGETS = ("frames", "records", "capture", "tcp", "ranges")
 
 
 class Finding(Exception):
@@ -241,6 +247,36 @@ def check_capture(path, time_limit: float = 10.0, memory_limit: int = 200 << 20)
         for table in ("pairs", "records"):
             with contextlib.suppress(DissectorError):
                 dissector.read_pcap(path, table=table)
+
+
+RANGE_TABLES = ("pairs", "streams")
+
+
+def check_ranges(path: Path, data: bytes) -> None:
+    """The capture's ranges, planned, checked and joined as Spark's are (in this process, at
+    three split sizes and read-backs drawn from the input's hash), give the tables
+    read_pcap gives."""
+    tests = str(ROOT / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    import warnings
+
+    from spark_support import reference, run_in_process, spark_rows
+
+    rng = random.Random(hashlib.sha1(data).digest())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a cut file, say: both sides warn alike
+        for table in RANGE_TABLES:
+            try:
+                expected = reference(str(path), table)
+            except DissectorError:
+                return  # a capture read_pcap refuses: nothing to compare
+            for _ in range(3):
+                split = rng.choice((1, 50, 200, 1000, 5000, 20000))
+                read_back = max(1, int(split * rng.choice((0.1, 0.5, 1.0))))
+                got = run_in_process([str(path)], table, split, read_back=read_back)
+                if spark_rows(got) != expected:
+                    raise Finding(f"ranges-differ: {table} split {split} read-back {read_back}")
 
 
 @contextlib.contextmanager
@@ -828,6 +864,10 @@ class Runner:
             check_record_set(data)
         elif self.target == "tcp":
             check_tcp(read_packets(data), self.time_limit, self.memory_limit)
+        elif self.target == "ranges":
+            path = self._tmp / "input.pcap"
+            path.write_bytes(data)
+            check_ranges(path, data)
         else:
             path = self._tmp / "input.pcap"
             path.write_bytes(data)
@@ -861,7 +901,7 @@ def seeds(target: str) -> list[bytes]:
         ]
     if target == "records":
         return all_record_sets()
-    if target == "tcp":  # every seed connection as captured, and mutated copies of a few
+    if target in ("tcp", "ranges"):  # every seed connection as captured, mutated copies
         whole = [pcap_bytes(tcp_packets(c)) for n in SEED_CAPTURES for c in seed_connections(n)]
         return whole + [random_tcp_capture(random.Random(i)) for i in range(32)]
     return [(CAPTURES / name).read_bytes() for name in SEED_CAPTURES]
@@ -872,6 +912,8 @@ def random_input(rng: random.Random, target: str, pool: list[bytes]) -> bytes:
         return random_capture(rng)
     if target == "tcp":
         return random_tcp_capture(rng)
+    if target == "ranges":
+        return random_tcp_capture(rng) if rng.random() < 0.7 else random_capture(rng)
     seed = rng.choice(pool)
     if target == "frames":
         if rng.random() < 0.2:  # decode as another key, version or position
@@ -918,7 +960,7 @@ def run_atheris(runner: Runner, argv: list[str]) -> None:
     for i, data in enumerate(seeds(runner.target)):
         (corpus / f"seed-{i}").write_bytes(data)
     args = [sys.argv[0], str(corpus), "-rss_limit_mb=4096"]
-    if runner.target in ("capture", "tcp"):
+    if runner.target in ("capture", "tcp", "ranges"):
         args.append("-max_len=400000")
         args.append(f"-timeout={2 * int(runner.time_limit) + 5}")  # tcp: two runs, each bounded
     else:
@@ -933,7 +975,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--target", choices=["frames", "records", "capture", "tcp"], required=True)
+    parser.add_argument("--target", choices=TARGETS, required=True)
     parser.add_argument("--runs", type=int, default=100_000, help="inputs to try")
     parser.add_argument("--seconds", type=float, default=0, help="stop after this long")
     parser.add_argument("--engine", choices=["atheris", "random"], help="default: atheris if any")

@@ -1,15 +1,18 @@
 """Topic ids, settled across ranges: a request or response naming a topic by id shows the
-topic's name when a Metadata or CreateTopics response naming it completed EARLIER in the
-capture, on any connection. A `facts` run records each id its own range learns with the
-moment of the learning, and takes a moment for every lookup; once all are known, the driver
-settles the earliest learning of each id, and the `rows` run answers each lookup with the
-name learned before its moment, else the id.
+name the latest Metadata or CreateTopics response naming it gave, among those that completed
+EARLIER in the capture, on any connection (as one process's Directory, which overwrites). A
+`facts` run records each change of an id's name its own range learns, with the moment of the
+learning, and takes a moment for every lookup; once all are known, the driver settles each
+id's names in moment order (`settle`), and the `rows` run answers each lookup with the name
+learned last before its moment, else the id.
 
 A moment is (frame being fed, 0, count within it) while packets are fed, and (END, the
 connection's first frame, count) while the capture's end ends connections, in stream order.
 Two tasks feeding the same packet in the same state count alike, and moments of different
 connections never tie (two connections never share a packet).
 """
+
+from bisect import bisect_left
 
 from ..session.directory import NO_TOPIC_ID
 
@@ -35,19 +38,27 @@ class Clock:
 
 
 class TopicNames:
-    """The id -> name map the core consults: records every name it is taught with the moment;
-    answers a lookup with the name `settled` (id -> (moment, name), what the driver settled
-    for a `rows` run) learned before the lookup's moment, else with the id (`named` then
-    drops the ids from the exchange's `topic_names`, as one process never puts them there)."""
+    """The id -> name map the core consults: records each change of an id's name it is taught,
+    with the moment; answers a lookup with the name `settled` (see `settle`: what the driver
+    settled for a `rows` run) learned last before the lookup's moment, else with the id
+    (`named` then drops the ids from the exchange's `topic_names`, as one process never puts
+    them there)."""
 
     def __init__(self, clock, settled=None):
         self.clock = clock
         self.settled = settled or {}
-        self.learned = {}  # id -> (moment, name), the earliest
+        self.learned = []  # (id, moment, name): each change of an id's name, in order
+        self._last = {}  # id -> the name it was last taught
+
+    def forget(self):
+        """Record afresh from here (the task's own range starts)."""
+        self.learned, self._last = [], {}
 
     def __setitem__(self, topic_id, name):
-        if topic_id not in self.learned:
-            self.learned[topic_id] = (self.clock.now(), name)
+        moment = self.clock.now()
+        if self._last.get(topic_id) != name:
+            self._last[topic_id] = name
+            self.learned.append((topic_id, moment, name))
 
     def __contains__(self, topic_id):
         return topic_id != NO_TOPIC_ID
@@ -56,10 +67,25 @@ class TopicNames:
         # Every lookup takes a moment, in a `facts` run too: moments count alike in both.
         moment = self.clock.now()
         known = self.settled.get(topic_id)
-        return known[1] if known is not None and known[0] < moment else topic_id
+        if known is None:
+            return topic_id
+        before = bisect_left(known[0], moment)  # moments never tie
+        return known[1][before - 1] if before else topic_id
 
     def get(self, topic_id, default=None):
         return default if topic_id == NO_TOPIC_ID else self[topic_id]
+
+
+def settle(learned):
+    """{id: ([moment], [name])}, in moment order, a name kept where it changes, from the
+    (id, moment, name) every range learned."""
+    out = {}
+    for topic_id, moment, name in sorted(learned):
+        moments, names = out.setdefault(topic_id, ([], []))
+        if not names or names[-1] != name:
+            moments.append(moment)
+            names.append(name)
+    return out
 
 
 def named(exchange):

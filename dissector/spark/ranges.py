@@ -129,7 +129,7 @@ class RangeDirectory(Directory):
     def own(self):
         """From now on, the task's own range: record what is learned and looked up."""
         self.endpoints.owned = self.groups.owned = True
-        self.topic_names.learned = {}
+        self.topic_names.forget()
 
 
 # -- one run over a range ---------------------------------------------------------------------
@@ -147,7 +147,7 @@ class Settled:
     # key -> the first frame of a connection this task ends for the capture's end (not the
     # one carried in under the same key, which a reuse of its ports may end in this range)
     flush: dict = field(default_factory=dict)
-    topics: dict = field(default_factory=dict)  # topic id -> (moment learned, name)
+    topics: dict = field(default_factory=dict)  # topic id -> its names by moment (settle)
 
 
 class RangeRun:
@@ -160,6 +160,10 @@ class RangeRun:
         topics = None if settled is None else settled.topics
         self.directory = RangeDirectory(self.clock, seeds or {}, topics)
         self.opened = []  # every connection the run opened, read-back included
+        # connection id -> when it was opened: (frame fed, count within it); later than its
+        # first packet when a port's reuse is known only from the answer to its SYN
+        self.opened_at = {}
+        self._last_open = (-1, 0)
         self.numbers = {}  # connection id -> stream number (a `rows` run)
         self.core = Dissector(Options(**options), self.directory, on_open=self._opened)
         self.first = spec["first_frame"]  # the first frame of the task's own range
@@ -229,6 +233,9 @@ class RangeRun:
 
     def _opened(self, conn):
         self.opened.append(conn)
+        frame, n = self._last_open
+        self._last_open = (self.clock.frame, n + 1 if frame == self.clock.frame else 0)
+        self.opened_at[conn.id] = self._last_open
         if self.view is not None and self.settled is not None:
             self.numbers[conn.id] = self.settled.offset + len(self.numbers) - self._carried
 
@@ -280,8 +287,10 @@ class RangeRun:
     # -- what the driver checks and joins -----------------------------------------------------
 
     def touched(self):
-        """Connections with a packet in the task's own range, ended or not."""
-        return [c for c in self.opened if c.last_frame >= self.first]
+        """Connections with a packet in the task's own range, ended or not, and those its
+        packets ended (a SYN of the read-back that a packet here answered: the port reused)."""
+        ended = self.ended_rows
+        return [c for c in self.opened if c.last_frame >= self.first or c.id in ended]
 
     def flagged(self, touched):
         """Which parts of the rare state (Conversation.state) this range consulted, per
@@ -308,8 +317,8 @@ class RangeRun:
         for c in touched:
             key = connection_key(c)
             carried = key in view and view[key].id == c.id
-            if not carried:
-                opened.append((c.first_frame, key))
+            if not carried:  # numbered in the order one process opens them
+                opened.append((self.opened_at[c.id], c.first_frame, key))
             live = key in end and end[key].id == c.id
             if carried or live:
                 crossing.append(self._crossing(c, key, carried, live))
@@ -336,7 +345,7 @@ class RangeRun:
                 (connection_key(c), c.end_frame) for c in touched if c.end_reason in ("fin", "rst")
             ],
             "flagged": self.flagged(touched),
-            "topics": [(t, m, n) for t, (m, n) in d.topic_names.learned.items()],
+            "topics": d.topic_names.learned,
             "endpoints": (d.endpoints.learned, d.endpoints.asked),
             "groups": (d.groups.learned, d.groups.asked),
             "packets": self.last_frame - self.first + 1,
@@ -367,6 +376,8 @@ class RangeRun:
             "rare_before": None if before is None else before.rare,
             "how_known": before is None or not before.kafka,
             "delta": delta(rows, before.accounting if before is not None else None),
+            # by sender: framed in step so far (see verify._ends_disagree), where it began
+            "clean": None if before is None else {sender(r): clean(r) for r in before.accounting},
         }
 
 
@@ -375,7 +386,7 @@ def partial(facts, part, keys):
     a run for them alone (spec["only"]), which fed the frames `part["fed"]` of its own
     range: what a range says of a connection, and what it learns and looks up, comes from
     that connection's packets only. None where the range's facts cannot be parted: a topic id
-    first learned there by one of them (a range keeps only the first learning of each)."""
+    learned there by one of them (a range records only changes of a name)."""
     mine = set(part["fed"])
     if any(moment[0] in mine for _, moment, _ in facts["topics"]):
         return None
@@ -386,12 +397,8 @@ def partial(facts, part, keys):
     flagged = {k: v for k, v in facts["flagged"].items() if k not in keys}
     out["flagged"] = {**flagged, **part["flagged"]}
     # What it says of those connections, opened in its read-back or its own range, is theirs.
-    out["opened"] = sorted([o for o in facts["opened"] if o[1] not in keys] + part["opened"])
-    topics = {t: (m, n) for t, m, n in facts["topics"]}
-    for t, m, n in part["topics"]:
-        if t not in topics or m < topics[t][0]:
-            topics[t] = (m, n)
-    out["topics"] = [(t, m, n) for t, (m, n) in topics.items()]
+    out["opened"] = sorted([o for o in facts["opened"] if o[2] not in keys] + part["opened"])
+    out["topics"] = facts["topics"] + part["topics"]  # none of the first came from `mine`
     for name in ("endpoints", "groups"):
         out[name] = tuple(
             [e for e in old if e[1][0] not in mine] + new
@@ -412,6 +419,11 @@ def sender(row):
     if row["client"] == row["broker"]:
         return row["client"], row["direction"]
     return row["client"] if row["direction"] == "request" else row["broker"]
+
+
+def clean(row):
+    """Whether a streams row's side was framed in step: no gap, no byte skipped."""
+    return not (row["bytes_skipped"] or row["gaps"])
 
 
 def delta(rows, before):

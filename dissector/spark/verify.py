@@ -11,15 +11,18 @@ capture-wide look-ups (a Kafka endpoint, a group's protocol type) differ from wh
 before the moment of asking learned, is redone: with a longer read-back, or with those facts
 (`seeds`). The rare part of a state (a SYN's sequence number, the SASL mechanism, a gap in the
 broker's bytes) is checked only where the range consulted it; elsewhere it is carried over.
+So is what a connection's end looks back on, where a range ends one: whether each side was
+framed in step from its start.
 
-Joined from the checked facts: stream numbers (connections in order of their first packet),
+Joined from the checked facts: stream numbers (connections in the order they were opened),
 the accounting of connections that cross ranges, topic names learned anywhere, and which range
 ends each connection still open at the capture's end (the last one with a packet of it).
 """
 
 from dataclasses import dataclass
 
-from .ranges import COUNTERS, LOST, Settled
+from .crossing import settle
+from .ranges import COUNTERS, LOST, SYN, Settled, clean
 
 CLOSING = ("fin", "rst")  # ends after which a 4-tuple's late packets are absorbed
 
@@ -62,6 +65,7 @@ def check(facts, taint=True):
         i = f["index"]
         flagged = f["flagged"]
         wrong = _disagreement(f, truth, closed, flagged, redo if taint else ())
+        wrong += _ends_disagree(f, truth)
         if i in asked_wrong:
             wrong.append((asked_wrong[i], None, None, None))
         if wrong:
@@ -73,7 +77,7 @@ def check(facts, taint=True):
             if t is not None:
                 s.streams[key], s.first_frames[key] = t.stream, t.first_frame
                 s.how[key], s.carried[key] = t.how, t.rows
-        opened_numbers = {fr: count + n for n, (fr, _key) in enumerate(f["opened"])}
+        opened_numbers = {fr: count + n for n, (_at, fr, _key) in enumerate(f["opened"])}
         count += len(f["opened"])
         for key, frame in f["closes"]:
             closed[key] = frame
@@ -85,11 +89,7 @@ def check(facts, taint=True):
         wrong = _flush_disagrees(f, settled[f["index"]].flush, truth)
         if wrong:
             redo.setdefault(f["index"], []).append((wrong, None, None, None))
-    topics = {}
-    for f in facts:
-        for topic_id, moment, name in f["topics"]:
-            if topic_id not in topics or moment < topics[topic_id][0]:
-                topics[topic_id] = (moment, name)
+    topics = settle([learned for f in facts for learned in f["topics"]])
     for s in settled.values():
         s.topics = topics
     packets = facts[-1]["last_frame"] if facts else 0
@@ -111,7 +111,7 @@ def _disagreement(f, truth, closed, flagged, redone):
                 why = "open, but the read-back saw no packet of it"
             elif view[0] != t.state:
                 why = "the read-back left it in another state"
-            elif any(view[1][part] != t.rare[part] for part in flagged.get(key, ())):
+            elif any(view[1][p] != t.rare[p] for p in _consulted(flagged.get(key), view, t)):
                 why = "the read-back missed what its range consults"
             else:
                 continue
@@ -123,6 +123,40 @@ def _disagreement(f, truth, closed, flagged, redone):
             why = "closed before the range, unknown to the read-back"
             out.append((f"{_text(key)}: {why}", None, None, None))
     return out
+
+
+def _ends_disagree(f, truth):
+    """A connection's end decides a frame its sender left open by whether that side was
+    framed in step from its start (no gap, nothing skipped): cut short by its sender, or
+    truncated. A read-back's view may say otherwise than the truth (its own start skipped
+    bytes, or it missed a skip long before). Where the range's end of a connection it carried
+    in shows such a frame (bytes skipped, or a malformed frame, in the range), the two must
+    agree."""
+    out = []
+    for c in f["crossing"]:
+        key = c["key"]
+        t = truth.get(key)
+        if c["live"] or not c["carried"] or t is None or t.rows is None:
+            continue
+        for by, view_clean in c["clean"].items():
+            d, was = c["delta"].get(by), t.rows.get(by)
+            if d is None or was is None or not (d["bytes_skipped"] or d["malformed_frames"]):
+                continue
+            if view_clean != clean(was):
+                why = "its end hangs on whether bytes were skipped before the range"
+                out.append((f"{_text(key)}: {why}", t.task, key, t.last_frame))
+                break
+    return out
+
+
+def _consulted(parts, view, truth):
+    """The parts of a connection's rare state its packets in a range consulted: those the
+    range flagged, and a new SYN waiting for the peer's answer, in the view or the truth,
+    which every packet of the connection looks at."""
+    parts = set(parts or ())
+    if any(side[2] is not None for rare in (view[1], truth.rare) for side in rare[SYN]):
+        parts.add(SYN)
+    return parts
 
 
 def _carry(c, task, truth, closed, opened_numbers):
