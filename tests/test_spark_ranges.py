@@ -630,3 +630,27 @@ def test_a_topic_renamed_by_a_later_metadata_response(tmp_path):
     named = dict(zip(_column(pairs, "pairs", "correlation_id"), topics, strict=True))
     assert named == {1: ["orders"], 2: ["orders"], 3: ["renamed"], 4: ["renamed"]}
     split_everywhere_equals_read_pcap(path, ("pairs", "partitions"))
+
+
+def test_a_topic_named_by_a_response_the_capture_end_completes(tmp_path):
+    """A Metadata response behind a hole (the response before it never captured) completes
+    only when the capture's end gives up on the hole, and names the topic its own exchange
+    shows. The range that ends the connection for the capture's end learns it there; its
+    facts run ends its connections as well, and the driver keeps what the range that ends
+    each one learned. (A finding of the fuzzer's ranges target.)"""
+    from kafka_encoder import encode_request, encode_response
+    from synth import Capture, Connection, frame_bytes
+
+    cap = Capture()
+    c = Connection(cap)
+    c.request(encode_request(18, 3, 1, "c", {}))
+    c.request(encode_request(3, 12, 2, "c", {"Topics": None}))
+    lost = frame_bytes(encode_response(18, 3, 1, {"ErrorCode": 0, "ApiKeys": []}))
+    c.seq["b"] += len(lost)  # never captured
+    topic = {"ErrorCode": 0, "Name": "orders", "TopicId": "AQIDBAUGBwgJCgsMDQ4PEA"}
+    c.response(encode_response(3, 12, 2, {"Topics": [{**topic, "Partitions": []}]}))
+    path = str(cap.write_pcap(tmp_path / "hole.pcap"))
+    pairs = reference(path, "pairs")
+    assert _column(pairs, "pairs", "status") == ["unanswered", "ok"]
+    assert [list(t) for t in _column(pairs, "pairs", "topics")] == [[], ["orders"]]
+    split_everywhere_equals_read_pcap(path, ("pairs",), read_backs=(None, 20, 80))

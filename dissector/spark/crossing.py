@@ -2,8 +2,10 @@
 name the latest Metadata or CreateTopics response naming it gave, among those that completed
 EARLIER in the capture, on any connection (as one process's Directory, which overwrites). A
 `facts` run records each change of an id's name its own range learns, with the moment of the
-learning, and takes a moment for every lookup; once all are known, the driver settles each
-id's names in moment order (`settle`), and the `rows` run answers each lookup with the name
+learning, and, apart, what ending each connection open at its end teaches (a response held
+behind a hole completes then), which counts for the range that ends it for the capture's
+end; it takes a moment for every lookup. Once all are known, the driver settles each id's
+names in moment order (`settle`), and the `rows` run answers each lookup with the name
 learned last before its moment, else the id.
 
 A moment is (frame being fed, 0, count within it) while packets are fed, and (END, the

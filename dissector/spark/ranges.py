@@ -310,7 +310,8 @@ class RangeRun:
         return out
 
     def facts(self):
-        """The facts of a `facts` run (see verify.py)."""
+        """The facts of a `facts` run (see verify.py); the run's connections are ended after
+        (`_flushed_topics`)."""
         view, end = self.view, self.end
         touched = self.touched()
         opened, crossing = [], []
@@ -356,7 +357,27 @@ class RangeRun:
                 for lt, (n, frame) in unsupported.items()
             },
             "fed": self.fed,
+            "flushed_topics": self._flushed_topics(),
         }
+
+    def _flushed_topics(self):
+        """{key: [(topic id, count, name)]}: what ending each connection open at the range's
+        end, as the capture's end does (`_flush`), teaches of topic names (a Metadata response
+        held behind a hole completes then), each learning counted within its connection's
+        end. The driver keeps those of the range that does end it, with that connection's
+        first frame (verify.py). Ends the run's connections: the last use of the run."""
+        d, clock = self.directory, self.clock
+        names, own = d.topic_names, d.topic_names.learned
+        d.endpoints.owned = d.groups.owned = False  # their facts are taken: leave them be
+        out = {}
+        for conn_id, key in self.core.open_connections():
+            names.forget()
+            clock.at(END)
+            self.core.finish({conn_id})
+            if names.learned:
+                out[key] = [(t, m[2], n) for t, m, n in names.learned]
+        names.learned = own
+        return out
 
     def _crossing(self, c, key, carried, live):
         """A connection that crosses an end of the range: where it stands at each end, and
@@ -399,6 +420,8 @@ def partial(facts, part, keys):
     # What it says of those connections, opened in its read-back or its own range, is theirs.
     out["opened"] = sorted([o for o in facts["opened"] if o[2] not in keys] + part["opened"])
     out["topics"] = facts["topics"] + part["topics"]  # none of the first came from `mine`
+    flushed = {k: v for k, v in facts["flushed_topics"].items() if k not in keys}
+    out["flushed_topics"] = {**flushed, **part["flushed_topics"]}
     for name in ("endpoints", "groups"):
         out[name] = tuple(
             [e for e in old if e[1][0] not in mine] + new

@@ -21,7 +21,7 @@ ends each connection still open at the capture's end (the last one with a packet
 
 from dataclasses import dataclass
 
-from .crossing import settle
+from .crossing import END, settle
 from .ranges import COUNTERS, LOST, SYN, Settled, clean
 
 CLOSING = ("fin", "rst")  # ends after which a 4-tuple's late packets are absorbed
@@ -89,7 +89,12 @@ def check(facts, taint=True):
         wrong = _flush_disagrees(f, settled[f["index"]].flush, truth)
         if wrong:
             redo.setdefault(f["index"], []).append((wrong, None, None, None))
-    topics = settle([learned for f in facts for learned in f["topics"]])
+    learned = [entry for f in facts for entry in f["topics"]]
+    for f in facts:  # what ending a connection for the capture's end teaches, where it ends
+        for key, first in settled[f["index"]].flush.items():
+            moments = f["flushed_topics"].get(key, ())
+            learned += [(t, (END, first, count), name) for t, count, name in moments]
+    topics = settle(learned)
     for s in settled.values():
         s.topics = topics
     packets = facts[-1]["last_frame"] if facts else 0
