@@ -45,17 +45,23 @@ class SplitCapture:
     def spec(self, i):
         first, end = self.bounds[i], self.bounds[i + 1]
         start = first - self.back[i]
-        keys = set(self.extra[i])
-        # The chunks of their histories (before the read-back), read for the packets of all of
-        # them: what one needs may help another find its state.
-        runs = []  # [first, stop] of consecutive chunks
-        for c in sorted({c for read in self.extra[i].values() for c in read if c < start}):
-            if runs and runs[-1][1] == c:
+        # The chunks of their histories (before the read-back), each read once, for the
+        # packets of the connections whose history holds it: what a connection's run is fed
+        # is its own read-back only, so that a run for some of them alone (see `partial`)
+        # feeds it as a run for all does.
+        holders = {}  # chunk -> the connections reading it
+        for key, read in self.extra[i].items():
+            for c in read:
+                if c < start:
+                    holders.setdefault(c, set()).add(key)
+        runs = []  # [first, stop, keys] of consecutive chunks read for the same connections
+        for c in sorted(holders):
+            if runs and runs[-1][1] == c and runs[-1][2] == holders[c]:
                 runs[-1][1] = c + 1
             else:
-                runs.append([c, c + 1])
+                runs.append([c, c + 1, holders[c]])
         chunks, filtered = [], []
-        for a, b in runs:
+        for a, b, keys in runs:
             filtered.append((len(chunks), len(chunks) + b - a, keys))
             chunks += self.chunks[a:b]
         return {
