@@ -160,10 +160,9 @@ class RangeRun:
         topics = None if settled is None else settled.topics
         self.directory = RangeDirectory(self.clock, seeds or {}, topics)
         self.opened = []  # every connection the run opened, read-back included
-        # connection id -> when it was opened: (frame fed, count within it); later than its
-        # first packet when a port's reuse is known only from the answer to its SYN
+        # connection id -> the frame fed when it was opened (a packet opens one at most); later
+        # than its first packet when a port's reuse is known only from the answer to its SYN
         self.opened_at = {}
-        self._last_open = (-1, 0)
         self.numbers = {}  # connection id -> stream number (a `rows` run)
         self.core = Dissector(Options(**options), self.directory, on_open=self._opened)
         self.first = spec["first_frame"]  # the first frame of the task's own range
@@ -233,9 +232,7 @@ class RangeRun:
 
     def _opened(self, conn):
         self.opened.append(conn)
-        frame, n = self._last_open
-        self._last_open = (self.clock.frame, n + 1 if frame == self.clock.frame else 0)
-        self.opened_at[conn.id] = self._last_open
+        self.opened_at[conn.id] = self.clock.frame
         if self.view is not None and self.settled is not None:
             self.numbers[conn.id] = self.settled.offset + len(self.numbers) - self._carried
 
