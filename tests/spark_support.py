@@ -58,9 +58,12 @@ def spark_rows(arrow_table, capture=None):
     return rows(records, names)
 
 
-def run_in_process(paths, table, split_bytes, seed=0, timestamps="us", read_back=None, **options):
+def run_in_process(
+    paths, table, split_bytes, seed=0, timestamps="us", read_back=None, balanced=False, **options
+):
     """The Spark plan without Spark, ranges run in random order: returns the table as an
-    Arrow table. read_back: bytes (default: a random fraction of split_bytes, from seed)."""
+    Arrow table. read_back: bytes (default: a random fraction of split_bytes, from seed);
+    balanced: ranges cut to hold as many packets each, as the split size "auto" cuts them."""
     rng = random.Random(seed)
     files = expand(paths)
     if table == "records":
@@ -68,7 +71,7 @@ def run_in_process(paths, table, split_bytes, seed=0, timestamps="us", read_back
     opts = _options(options)
     if read_back is None:
         read_back = max(1, int(split_bytes * rng.choice((0.1, 0.5, 1.0))))
-    whole, split, _warnings = plan_split(files, split_bytes, read_back, survey_here)
+    whole, split, _warnings = plan_split(files, split_bytes, read_back, survey_here, balanced)
     schema = table_schema(table, timestamps)
     out = [b for c in whole for b in table_batches(c, table, opts, schema)]
     if split:

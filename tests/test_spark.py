@@ -261,15 +261,32 @@ def test_auto_split_gives_whole_rounds_of_ranges_within_bounds(tmp_path):
     with open(big, "wb") as f:
         f.truncate(3 << 30)  # sparse: 3 GiB
     low, high = AUTO_SPLIT
-    assert auto_split([str(big)], 2) == high  # 6 ranges of 512 MiB: 3 rounds of 2
-    assert auto_split([str(big)], 4) == 384 << 20  # 8 ranges: 2 a core
-    assert auto_split([str(big)], 5) == 308 << 20  # 10 ranges, 307.2 MiB rounded up
-    assert auto_split([str(big)], 64) == low  # 24 MiB each: at least the floor
+    assert auto_split([str(big)], 2) == 1536 << 20  # one range a core
+    assert auto_split([str(big)], 4) == 768 << 20
+    assert auto_split([str(big)], 5) == 615 << 20  # 614.4 MiB rounded up
+    assert auto_split([str(big)], 64) == low  # 48 MiB each: at least the floor
     assert auto_split([str(big)], None) == low  # parallelism unknown: the most ranges
-    odd = tmp_path / "odd.pcap"
-    with open(odd, "wb") as f:
-        f.truncate(2600 << 20)  # 5.1 ranges of 512 MiB: 6 on 2 cores, not 5 and a bit
-    assert auto_split([str(odd)], 2) == -(-2600 // 6) << 20
+    huge = tmp_path / "huge.pcap"
+    with open(huge, "wb") as f:
+        f.truncate(9 << 30)  # 2.25 ranges of 4 GiB: 4 on 2 cores, not 3
+    assert auto_split([str(huge)], 2) == high * 9 // 16
+    assert auto_split([str(huge)], 8) == -(-(9 << 30) // (8 << 20)) << 20  # one a core
+
+
+def test_auto_ranges_hold_as_many_packets_each():
+    """The split size "auto" cuts a capture into as many ranges as `split_bytes` makes, each
+    owning about as many packets rather than bytes: a range's cost follows its packets."""
+    from dissector.spark.plan import _balanced, _tasks
+
+    packets = [30] * 6 + [10] * 6  # twelve chunks of 10 bytes: busy, then quiet
+    chunks = [
+        {"start": 10 * i, "stop": 10 * i + 10, "frames": sum(packets[:i])}
+        for i in range(len(packets))
+    ]
+    assert _tasks(chunks, 60) == [0, 6, 12]  # 180 packets, then 60
+    assert _balanced(chunks, 60) == [0, 5, 12]  # 150, then 90
+    assert _balanced(chunks, 40) == [0, 3, 6, 12]  # 90, 90, 60
+    assert _balanced(chunks[:1], 60) == [0, 1]  # one chunk: one task
 
 
 def test_bad_input_is_one_line(spark, tmp_path, capsys):

@@ -173,9 +173,11 @@ def test_a_cut_file_warns_once_at_the_cut(tmp_path):
     table=st.sampled_from(TABLES),
     split=st.integers(min_value=1, max_value=20_000),
     seed=st.integers(0, 1000),
+    balanced=st.booleans(),
 )
-def test_the_plan_in_one_process_equals_read_pcap(capture, table, split, seed):
-    got = run_in_process([str(capture)], table, split, seed)
+def test_the_plan_in_one_process_equals_read_pcap(capture, table, split, seed, balanced):
+    """Ranges cut by bytes, or to hold as many packets each (the split size "auto")."""
+    got = run_in_process([str(capture)], table, split, seed, balanced=balanced)
     assert spark_rows(got) == reference(str(capture), table)
 
 

@@ -35,10 +35,12 @@ from .types import for_spark, spark_schema, table_schema
 from .whole import SUMMARY, table_batches, whole_tasks
 
 DEFAULT_SPLIT = "auto"
-# "auto": ranges within these bounds, in whole rounds of tasks, at least two a core. Each
-# range costs a read-back and a run that checks it before the run that builds its rows, so
-# fewer, larger ranges are faster, while whole rounds keep every core busy to the end.
-AUTO_SPLIT = (128 << 20, 512 << 20)
+# "auto": ranges within these bounds, in whole rounds of tasks, one a core while they stay
+# under the top, each capture's ranges cut to hold as many packets each (the cost of a
+# range follows its packets more than its bytes). Each range costs a read-back, a Spark task
+# and a run that checks it before the run that builds its rows, so fewer, larger ranges are
+# faster, while whole rounds of equal ranges keep every core busy to the end.
+AUTO_SPLIT = (128 << 20, 4 << 30)
 MIN_TASK_BYTES = 4 << 20  # captures read whole are packed into tasks of at least this
 INLINE_ARGUMENTS = 1 << 20  # tasks' arguments up to this, all together, go with the function
 OPTION_NAMES = tuple(f.name for f in fields(Options))  # what a load may pass to the core
@@ -71,10 +73,11 @@ class Dissected:
         self.files = expand(paths)
         self.options = _options(options)
         surveys = surveys_in_spark(spark, local_survey_bytes)
-        if str(split_bytes).strip().lower() == "auto":
+        balanced = str(split_bytes).strip().lower() == "auto"
+        if balanced:
             split_bytes = auto_split(self.files, _parallelism(spark))
         self.whole, self.split, self.warnings = plan_split(
-            self.files, parse_size(split_bytes), parse_size(read_back), surveys
+            self.files, parse_size(split_bytes), parse_size(read_back), surveys, balanced
         )
         for message in self.warnings:
             warnings.warn(message, stacklevel=2)
@@ -387,15 +390,15 @@ def load(
 
 def auto_split(files, parallelism):
     """The split size "auto" gives: the files' bytes cut into whole rounds of tasks (a
-    multiple of the cores, at least two a core, ranges of at most 512 MiB), rounded up to a
-    MiB and at least 128 MiB. A last round with fewer tasks than cores leaves cores idle."""
+    multiple of the cores, ranges of at most 4 GiB), rounded up to a MiB and at least
+    128 MiB. A last round with fewer tasks than cores leaves cores idle."""
     from ..capture.ranges import file_size
 
     low, high = AUTO_SPLIT
     if not parallelism:
         return low
     total = sum(file_size(f) for f in files)
-    ranges = max(2 * parallelism, -(-total // high))
+    ranges = max(parallelism, -(-total // high))
     ranges = -(-ranges // parallelism) * parallelism
     mib = 1 << 20
     return max(low, -(-total // (ranges * mib)) * mib)

@@ -6,6 +6,7 @@ import fnmatch
 import glob
 import os
 import pickle
+from bisect import bisect_left
 
 import pyarrow as pa
 
@@ -77,10 +78,11 @@ def plan_pieces(files, split_bytes, run_surveys, chunk=0):
     return pieces, warnings
 
 
-def plan_split(files, split_bytes, read_back, run_surveys):
+def plan_split(files, split_bytes, read_back, run_surveys, balanced=False):
     """Captures read whole (gzip, or no larger than `split_bytes`), in order; SplitCaptures of
     the others, cut into chunks of min(split_bytes, read_back) bytes; and the warnings of
-    surveying them."""
+    surveying them. A task owns the chunks of `split_bytes`, or with `balanced` as many
+    tasks a capture, each owning about as many packets."""
     from .split import SplitCapture
 
     chunk = max(1, min(split_bytes, read_back))
@@ -92,9 +94,8 @@ def plan_split(files, split_bytes, read_back, run_surveys):
     chunks = {}
     for capture, piece in pieces:
         chunks.setdefault(capture, []).append(piece)
-    split = [
-        SplitCapture(c, chunks[c], _tasks(chunks[c], split_bytes)) for c in large if c in chunks
-    ]
+    cut = _balanced if balanced else _tasks
+    split = [SplitCapture(c, chunks[c], cut(chunks[c], split_bytes)) for c in large if c in chunks]
     whole = [p for p in files if p not in chunks]
     return whole, split, warnings
 
@@ -106,6 +107,22 @@ def _tasks(chunks, split_bytes):
     for i, c in enumerate(chunks):
         if i and c["start"] // split_bytes != chunks[i - 1]["start"] // split_bytes:
             bounds.append(i)
+    return bounds + [len(chunks)]
+
+
+def _balanced(chunks, split_bytes):
+    """Task bounds over a capture's chunks: as many tasks as ranges of `split_bytes`, each
+    owning consecutive chunks of about the same number of packets (the packets of the last
+    chunk, which no survey counts to its end, taken as the mean of the others)."""
+    tasks = len(_tasks(chunks, split_bytes)) - 1
+    frames = [c["frames"] for c in chunks]  # the packets before each chunk
+    mean = (frames[-1] - frames[0]) / max(1, len(frames) - 1)
+    total = frames[-1] + mean
+    bounds = [0]
+    for k in range(1, tasks):
+        at = bisect_left(frames, k * total / tasks, lo=bounds[-1] + 1)
+        if at < len(chunks):
+            bounds.append(at)
     return bounds + [len(chunks)]
 
 
