@@ -3,7 +3,9 @@ process (the same planning, packet, group and settling functions, groups in rand
 so that hypothesis can try many split sizes quickly."""
 
 import math
+import pickle
 import random
+import tempfile
 from collections import defaultdict
 from datetime import datetime
 
@@ -11,6 +13,7 @@ import pandas as pd
 import pyarrow as pa
 
 import dissector
+from dissector.spark.guess import GUESSED, fixed, judge, run_guess_task
 from dissector.spark.pipeline import ORDER, _options, _split_schema, rows_batches
 from dissector.spark.plan import expand, plan_split, survey_here
 from dissector.spark.split import run_facts_task, split_tasks, unjoined
@@ -59,11 +62,23 @@ def spark_rows(arrow_table, capture=None):
 
 
 def run_in_process(
-    paths, table, split_bytes, seed=0, timestamps="us", read_back=None, balanced=False, **options
+    paths,
+    table,
+    split_bytes,
+    seed=0,
+    timestamps="us",
+    read_back=None,
+    balanced=False,
+    guess=False,
+    counts=None,
+    **options,
 ):
     """The Spark plan without Spark, ranges run in random order: returns the table as an
     Arrow table. read_back: bytes (default: a random fraction of split_bytes, from seed);
-    balanced: ranges cut to hold as many packets each, as the split size "auto" cuts them."""
+    balanced: ranges cut to hold as many packets each, as the split size "auto" cuts them;
+    guess: the ranges of pairs and records dissected once (guess.py), as `kafka-dissect
+    spark` writes them, and `counts` (a dict) told how many ranges were `fixed` (`renamed`:
+    with topic names the driver settled) and how many built again (`rows`)."""
     rng = random.Random(seed)
     files = expand(paths)
     if table == "records":
@@ -75,7 +90,9 @@ def run_in_process(
     schema = table_schema(table, timestamps)
     out = [b for c in whole for b in table_batches(c, table, opts, schema)]
     if split:
-        joined, whole_after_all = split_in_process(split, table, opts, rng, timestamps)
+        joined, whole_after_all = split_in_process(
+            split, table, opts, rng, timestamps, guess and table in GUESSED, counts
+        )
         out += joined.to_batches()
         out += [b for c in whole_after_all for b in table_batches(c, table, opts, schema)]
     return pa.Table.from_batches(out, schema=schema)
@@ -95,27 +112,54 @@ def ranges_never_agree(monkeypatch):
     monkeypatch.setattr(split_module, "check", check)
 
 
-def split_in_process(split, table, opts, rng, timestamps="us"):
-    """The ranges of split captures, facts and rows, each task run on its own; and the
-    captures whose ranges could not be joined (split.unjoined), left out."""
+def split_in_process(split, table, opts, rng, timestamps="us", guess=False, counts=None):
+    """The ranges of split captures, facts and rows, each task run on its own (or with
+    `guess`, guessed rows, facts, then fixed or built again); and the captures whose ranges
+    could not be joined (split.unjoined), left out."""
+    ranges = [(c, i) for c in split for i in range(c.tasks)]
+    with tempfile.TemporaryDirectory() as root:
+        first, guesses = None, {}
+        if guess:
+            for k in rng.sample(range(len(ranges)), len(ranges)):
+                c, i = ranges[k]
+                blob = run_guess_task(c.spec(i), opts, table, root, "job", f"guess-{k}")
+                guesses[c.capture, i] = pickle.loads(blob)
+            first = [guesses[c.capture, i][0] for c, i in ranges]
+        again = set()
 
-    def facts(items):
-        order = list(range(len(items)))
-        rng.shuffle(order)
-        done = {i: run_facts_task(*items[i][:1], opts, items[i][1]) for i in order}
-        return [done[i] for i in range(len(items))]
+        def facts(items):
+            nonlocal first
+            if first is not None:
+                out, first = first, None
+                return out
+            again.update((spec["capture"], spec["index"]) for spec, _ in items)
+            order = list(range(len(items)))
+            rng.shuffle(order)
+            done = {i: run_facts_task(*items[i][:1], opts, items[i][1]) for i in order}
+            return [done[i] for i in range(len(items))]
 
-    outcomes, seeds, _facts = split_tasks(split, opts, facts)
-    left = unjoined(split, outcomes)
-    split = [c for c in split if c.capture not in left]
-    schema = _split_schema(table, timestamps, False)
-    tasks = [(c, i) for c in split for i in range(c.tasks)]
-    rng.shuffle(tasks)
-    batches = []
-    for c, i in tasks:
-        settled = outcomes[c.capture].settled[i]
-        batches += rows_batches(c.spec(i), opts, seeds[c.capture], settled, table, schema, False)
-    out = pa.Table.from_batches(batches, schema=schema)
+        outcomes, seeds, _facts = split_tasks(split, opts, facts)
+        left = unjoined(split, outcomes)
+        schema = _split_schema(table, timestamps, False)
+        tasks = [(c, i) for c, i in ranges if c.capture not in left]
+        rng.shuffle(tasks)
+        batches = []
+        for c, i in tasks:
+            settled = outcomes[c.capture].settled[i]
+            fix = None
+            if guess and (c.capture, i) not in again:
+                fix = (judge(guesses[c.capture, i][1], settled) or (None,))[0]
+            if counts is not None:
+                for name in ("fixed" if fix else "rows",) + (
+                    ("renamed",) if fix and fix["names"] else ()
+                ):
+                    counts[name] = counts.get(name, 0) + 1
+            if fix:
+                batches += fixed(fix, root, c.capture, schema)
+            else:
+                spec, seeds_of = c.spec(i), seeds[c.capture]
+                batches += rows_batches(spec, opts, seeds_of, settled, table, schema, False)
+        out = pa.Table.from_batches(batches, schema=schema)
     if table == "partitions":
         out = _lags(out)
     return out.drop_columns([c for c in ORDER if c in out.column_names]), list(left)

@@ -211,6 +211,24 @@ def test_command_line_writes_parquet_and_the_analyze_summary(spark, tmp_path, ca
     assert os.path.isdir(out)
 
 
+def test_ranges_dissected_once_say_the_analyze_summary(spark, tmp_path, capsys):
+    """`kafka-dissect spark` writes pairs with one pass over each range (guess.py): where a
+    range named topics by ids it never learned, the volume by topic is that of `analyze`,
+    as are the rows."""
+    from dissector.cli import analyze, build_parser
+    from dissector.spark import cli
+
+    path = str(ROOT / "captures" / "findings-txn-aborted.pcap")
+    out = tmp_path / "out"
+    args = ["spark", path, "-o", str(out), "--split-bytes", "3k", "--read-back", "2k"]
+    assert cli.run(build_parser().parse_args(args), spark) == 0
+    text = capsys.readouterr().out
+    assert spark_rows(spark.read.parquet(str(out)).toArrow(), path) == reference(path, "pairs")
+    analyze(build_parser().parse_args(["analyze", path]))
+    expected = capsys.readouterr().out
+    assert "fa-orders" in expected and text.startswith(expected.rstrip("\n"))
+
+
 @pytest.mark.parametrize("table", TABLES)
 def test_tasks_write_the_files_of_the_table(spark, tmp_path, capsys, table):
     """`kafka-dissect spark` has each task write its rows (but the partitions of split

@@ -429,6 +429,7 @@ def _run(args, spark):
         args.captures,
         args.split_bytes,
         args.read_back,
+        joined=False,  # its table is written by one pass over each range where it can be
         ports=args.port,
         **dissection_options(args, args.table),
     )

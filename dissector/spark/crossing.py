@@ -44,13 +44,19 @@ class TopicNames:
     with the moment; answers a lookup with the name `settled` (see `settle`: what the driver
     settled for a `rows` run) learned last before the lookup's moment, else with the id
     (`named` then drops the ids from the exchange's `topic_names`, as one process never puts
-    them there)."""
+    them there). `guess` (a string no capture can foresee): answers with the name this task
+    learned last instead, an id it never learned with the id and `guess` after it (a name
+    the driver gives it once settled), and records every answer as runs, for the driver to
+    check and map (see `renames`)."""
 
-    def __init__(self, clock, settled=None):
+    def __init__(self, clock, settled=None, guess=None):
         self.clock = clock
         self.settled = settled or {}
+        self.guess = guess
         self.learned = []  # (id, moment, name): each change of an id's name, in order
-        self._last = {}  # id -> the name it was last taught
+        self._last = {}  # id -> the name it was last taught (since `forget`)
+        self._known = {}  # id -> the name it was last taught, read-back included (guess)
+        self.runs = {} if guess else None  # id -> [[first moment, last moment, answer]]
 
     def forget(self):
         """Record afresh from here (the task's own range starts)."""
@@ -58,6 +64,7 @@ class TopicNames:
 
     def __setitem__(self, topic_id, name):
         moment = self.clock.now()
+        self._known[topic_id] = name
         if self._last.get(topic_id) != name:
             self._last[topic_id] = name
             self.learned.append((topic_id, moment, name))
@@ -68,6 +75,15 @@ class TopicNames:
     def __getitem__(self, topic_id):
         # Every lookup takes a moment, in a `facts` run too: moments count alike in both.
         moment = self.clock.now()
+        if self.guess:
+            answer = self._known.get(topic_id) or topic_id + self.guess
+            if self.runs is not None:
+                runs = self.runs.setdefault(topic_id, [])
+                if runs and runs[-1][2] == answer:
+                    runs[-1][1] = moment
+                else:
+                    runs.append([moment, moment, answer])
+            return answer
         known = self.settled.get(topic_id)
         if known is None:
             return topic_id
@@ -87,6 +103,26 @@ def settle(learned):
         if not names or names[-1] != name:
             moments.append(moment)
             names.append(name)
+    return out
+
+
+def renames(runs, settled, guess):
+    """{answer given: the settled answer} of a guessing task's runs ({id: [[first, last,
+    answer]]}), where they differ: an id answered with `guess` after it, whose settled name
+    stays the same over each run; None where an answer cannot be mapped (a name learned
+    otherwise than settled, a name that changes within a run)."""
+    out = {}
+    for topic_id, id_runs in runs.items():
+        moments, names = settled.get(topic_id, ((), ()))
+        for first, last, answer in id_runs:
+            at = bisect_left(moments, first)
+            if bisect_left(moments, last) != at:
+                return None
+            truth = names[at - 1] if at else topic_id
+            if answer == truth:
+                continue
+            if answer != topic_id + guess or out.setdefault(answer, truth) != truth:
+                return None
     return out
 
 

@@ -70,16 +70,28 @@ def capture_dir(capture):
 def write_capture(batches, path, job, task, table, compress_values=False):
     """Write one capture's batches (Spark's schema, with `capture` and `_summary`, the summary
     in a last row of its own) as part-<task> of its partition. Returns a PARTS row."""
+    seen = {"capture": None, "summary": None}
+
+    def data():
+        for batch in batches:
+            seen["capture"] = batch.column("capture")[0].as_py()
+            if batch.num_rows == 1 and batch.column(SUMMARY)[0].is_valid:
+                seen["summary"] = batch.column(SUMMARY)[0].as_py()
+                continue
+            yield batch.drop_columns(["capture", SUMMARY])
+
+    rows = write_part(data(), path, job, task, table, compress_values, lambda: seen["capture"])
+    return {"capture": seen["capture"], "rows": rows, "summary": seen["summary"]}
+
+
+def write_part(batches, path, job, task, table, compress_values, capture):
+    """Write batches (Spark's schema, without `capture`) as part-<task> of the partition of
+    `capture()` (asked once they are written); returns the rows written."""
     fs, root = filesystem(path)
     temporary = f"{root}/{TEMPORARY}/{job}/{task:05d}-{uuid.uuid4().hex}.parquet"
-    capture, rows, summary, writer, sink = None, 0, None, None, None
+    rows, writer, sink = 0, None, None
     try:
-        for batch in batches:
-            capture = batch.column("capture")[0].as_py()
-            if batch.num_rows == 1 and batch.column(SUMMARY)[0].is_valid:
-                summary = batch.column(SUMMARY)[0].as_py()
-                continue
-            data = batch.drop_columns(["capture", SUMMARY])
+        for data in batches:
             if not data.num_rows:
                 continue
             if writer is None:
@@ -97,7 +109,7 @@ def write_capture(batches, path, job, task, table, compress_values=False):
             finally:
                 sink.close()
     if writer is not None:
-        final = f"{root}/{capture_dir(capture)}"
+        final = f"{root}/{capture_dir(capture())}"
         fs.create_dir(final, recursive=True)
         fs.move(temporary, f"{final}/part-{task:05d}-{job}.parquet")
-    return {"capture": capture, "rows": rows, "summary": summary}
+    return rows

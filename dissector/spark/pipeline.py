@@ -14,6 +14,7 @@ is taken over the whole capture in a window).
 import pickle
 import warnings
 from dataclasses import fields
+from functools import partial
 
 import pyarrow as pa
 
@@ -21,6 +22,7 @@ from ..options import Options
 from ..tables.schema import SCHEMAS
 from ..tls import KeyLog
 from . import parts
+from .guess import GUESSED, fixed, judge, run_guess_task
 from .notes import piece_warnings
 from .plan import expand, pack_whole, plan_split, surveys_in_spark
 from .split import (
@@ -45,6 +47,7 @@ MIN_TASK_BYTES = 4 << 20  # captures read whole are packed into tasks of at leas
 INLINE_ARGUMENTS = 1 << 20  # tasks' arguments up to this, all together, go with the function
 OPTION_NAMES = tuple(f.name for f in fields(Options))  # what a load may pass to the core
 FACTS = pa.schema([("id", pa.int64()), ("facts", pa.binary())])
+WRITTEN = parts.PARTS.append(pa.field("guess", pa.binary()))  # a write task's rows
 
 
 class Dissected:
@@ -67,6 +70,7 @@ class Dissected:
         split_bytes=DEFAULT_SPLIT,
         read_back=DEFAULT_READ_BACK,
         local_survey_bytes=None,
+        joined=True,
         **options,
     ):
         self.spark = spark
@@ -81,7 +85,26 @@ class Dissected:
         )
         for message in self.warnings:
             warnings.warn(message, stacklevel=2)
-        self.outcomes, self.seeds, facts = split_tasks(self.split, self.options, self._facts)
+        self.outcomes = self.seeds = self.packets = None
+        self._summaries = None
+        if joined:
+            self._join()
+
+    def _join(self, first=None):
+        """Check the ranges of the split captures until they agree (split.py). first: the
+        facts of every range, taken already (by `guess` tasks). Returns the ranges whose
+        facts were taken again: {(capture, index)}."""
+        again = set()
+
+        def run_facts(items):
+            nonlocal first
+            if first is not None:
+                out, first = first, None
+                return out
+            again.update((spec["capture"], spec["index"]) for spec, _seeds in items)
+            return self._facts(items)
+
+        self.outcomes, self.seeds, facts = split_tasks(self.split, self.options, run_facts)
         for capture, why in unjoined(self.split, self.outcomes).items():
             message = (
                 f"{capture}: its byte ranges could not be joined after {MAX_ROUNDS} rounds "
@@ -97,7 +120,11 @@ class Dissected:
         for message in piece_warnings(ranges, self.files):
             self.warnings.append(message)
             warnings.warn(message, stacklevel=2)
-        self._summaries = None
+        return again
+
+    def _joined(self):
+        if self.outcomes is None:
+            self._join()
 
     # -- tasks -----------------------------------------------------------------------------
 
@@ -141,10 +168,12 @@ class Dissected:
         by_id = {r["id"]: bytes(r["facts"]) for r in got}
         return [by_id[i] for i in range(len(items))]
 
-    def _ranges(self):
-        """The arguments of every range's `rows` task: (spec, seeds, settled facts)."""
+    def _ranges(self, named=False):
+        """The arguments of every range's `rows` task: (spec, seeds, settled facts), after
+        its (capture, index) when `named`."""
         return [
-            (c.spec(i), self.seeds[c.capture], self.outcomes[c.capture].settled[i])
+            (c.capture, i)[: 2 if named else 0]
+            + (c.spec(i), self.seeds[c.capture], self.outcomes[c.capture].settled[i])
             for c in self.split
             for i in range(c.tasks)
         ]
@@ -181,6 +210,7 @@ class Dissected:
         if table not in SCHEMAS:
             raise ValueError(f"unknown table {table!r}; choose from {', '.join(SCHEMAS)}")
         table_schema(table, timestamps)  # a bad value is an error here
+        self._joined()
         parts = [self._whole(table, timestamps, summaries)] if self.whole else []
         if self.split:
             rows = self._split_rows(table, timestamps, summaries)
@@ -198,39 +228,101 @@ class Dissected:
 
         The tasks write their own files (parts.py) unless the table needs Spark between
         them (the committed lag of split captures' partitions, over the whole capture) or
-        they cannot reach `path`: then Spark writes the DataFrame of `table`."""
+        they cannot reach `path`: then Spark writes the DataFrame of `table`. Made with
+        `joined=False`, the ranges of split captures of the pairs and records tables are
+        dissected once (guess.py)."""
         if (table == "partitions" and self.split) or not parts.reachable(self.spark, path):
+            self._joined()
             return self._write_in_spark(path, table, timestamps)
+        table_schema(table, timestamps)  # a bad value is an error here
         job = parts.prepare(path)
+        write = partial(self._write_tasks, path, job, table, timestamps, compress_values)
         items = [("whole", group) for group in pack_whole(self.whole, MIN_TASK_BYTES)]
-        items += [("range", *r) for r in self._ranges()]
+        if self.outcomes is None and self.split and self._guessed_table(table):
+            done = self._write_guessed(write, items)
+        else:
+            self._joined()
+            done = write(items + [("range", *r) for r in self._ranges()])
+        parts.commit(path)
+        self._summaries = [(r["capture"], bytes(r["summary"])) for r in done if r["summary"]]
+        return sum(r["rows"] for r in done)
+
+    def _write_guessed(self, write, items):
+        """The write tasks `items`, with a `guess` task for every range; then, once the
+        ranges are checked, a task a range, fixing its rows or building them again (and
+        those of captures whose ranges were never joined). Returns their WRITTEN rows."""
+        ranges = [(c, i) for c in self.split for i in range(c.tasks)]
+        items = items + [("guess", c.spec(i)) for c, i in ranges]
+        done, guesses = [], {}
+        for r in write(items):
+            if r["guess"] is None:
+                done.append(r)
+            else:
+                facts, guess = pickle.loads(r["guess"])
+                guesses[facts["capture"], facts["index"]] = (facts, guess)
+        whole = set(self.whole)
+        again = self._join([guesses[c.capture, i][0] for c, i in ranges])
+        later = [c for c in self.whole if c not in whole]  # ranges never joined: whole
+        fixes = [("whole", group) for group in pack_whole(later, MIN_TASK_BYTES)]
+        for capture, i, *arguments in self._ranges(named=True):
+            judged = None
+            if (capture, i) not in again:
+                judged = judge(guesses[capture, i][1], arguments[2])
+            if judged is None:
+                fixes.append(("range", *arguments))
+            else:  # its summary stays here: only its rows are fixed, in a task
+                fixes.append(("fix", capture, judged[0]))
+                done.append({"capture": capture, "rows": 0, "summary": judged[1]})
+        return done + write(fixes, first=len(items))
+
+    def _guessed_table(self, table):
+        """Whether a table's rows can be guessed (guess.py): not where a filter names
+        topics, which a range may know only by their ids."""
+        return table in GUESSED and not self.options.get("topics")
+
+    def _write_tasks(self, path, job, table, timestamps, compress_values, items, first=0):
+        """Run the tasks `items` in one job: each writes its parts of `table` (task numbers
+        from `first`), or, for a `guess`, its rows to be fixed. Returns their WRITTEN rows."""
         options = self.options
         schema = _split_schema(table, timestamps, summaries=True)
         wide = table_schema(table, timestamps).append(pa.field(SUMMARY, pa.binary()))
+        base = table_schema(table, timestamps)
+
+        def write(batches, task):
+            return parts.write_capture(batches, path, job, task, table, compress_values)
+
+        def run_task(task, kind, *args):
+            if kind == "whole":
+                return [write(table_batches(c, table, options, wide, True), task) for c in args[0]]
+            if kind == "range":
+                spec, seeds, settled = args
+                made = rows_batches(spec, options, seeds, settled, table, schema, True)
+                return [write(made, task)]
+            if kind == "guess":
+                (spec,) = args
+                blob = run_guess_task(spec, options, table, path, job, f"guess-{task:05d}")
+                return [{"capture": spec["capture"], "rows": 0, "summary": None, "guess": blob}]
+            capture, fix = args  # "fix"
+            rows = parts.write_part(
+                (b.drop_columns(["capture"]) for b in fixed(fix, path, capture, base)),
+                path,
+                job,
+                task,
+                table,
+                compress_values,
+                lambda: capture,
+            )
+            return [{"capture": capture, "rows": rows, "summary": None}]
 
         tasks, arguments = self._tasks(items)
 
         def run(batches):
             for batch in batches:
-                for task, (kind, *args) in arguments(batch):
-                    if kind == "whole":
-                        made = [
-                            table_batches(capture, table, options, wide, summaries=True)
-                            for capture in args[0]
-                        ]
-                    else:
-                        spec, seeds, settled = args
-                        made = [rows_batches(spec, options, seeds, settled, table, schema, True)]
-                    out = [
-                        parts.write_capture(b, path, job, task, table, compress_values)
-                        for b in made
-                    ]
-                    yield pa.RecordBatch.from_pylist(out, schema=parts.PARTS)
+                for task, item in arguments(batch):
+                    out = run_task(first + task, *item)
+                    yield pa.RecordBatch.from_pylist(out, schema=WRITTEN)
 
-        got = tasks.mapInArrow(run, spark_schema(parts.PARTS)).collect()
-        parts.commit(path)
-        self._summaries = [(r["capture"], bytes(r["summary"])) for r in got]
-        return sum(r["rows"] for r in got)
+        return tasks.mapInArrow(run, spark_schema(WRITTEN)).collect()
 
     def _write_in_spark(self, path, table, timestamps):
         from pyspark.sql import Observation

@@ -118,9 +118,9 @@ class RangeDirectory(Directory):
     """The Directory of a range: topic names answered as the driver settled them (crossing.py),
     Kafka endpoints and group types answered and recorded (verify.py checks the answers)."""
 
-    def __init__(self, clock, seeds, topics=None):
+    def __init__(self, clock, seeds, topics=None, guess=None):
         super().__init__()
-        self.topic_names = TopicNames(clock, topics)
+        self.topic_names = TopicNames(clock, topics, guess)
         self.endpoints = Lookups(clock, seeds.get("endpoints"))
         self.groups = Lookups(clock, seeds.get("groups"), latest=True)
         self.kafka_endpoints = _Endpoints(self.endpoints)
@@ -154,16 +154,22 @@ class RangeRun:
     """The core over one task's read-back and range. Iterate for the exchanges (and, once
     ended, connection accounting rows) the range's own packets complete; then `facts()`."""
 
-    def __init__(self, spec, options, seeds=None, settled=None):
+    def __init__(self, spec, options, seeds=None, settled=None, guess=None):
         self.spec = spec
         self.clock = Clock()
+        # A `guess` run (guess.py): rows with provisional stream numbers and topic names;
+        # `guess` is the text after an unknown topic id (none a capture can foresee).
+        self.guess = guess
         topics = None if settled is None else settled.topics
-        self.directory = RangeDirectory(self.clock, seeds or {}, topics)
+        self.directory = RangeDirectory(self.clock, seeds or {}, topics, guess)
         self.opened = []  # every connection the run opened, read-back included
         # connection id -> the frame fed when it was opened (a packet opens one at most); later
         # than its first packet when a port's reuse is known only from the answer to its SYN
         self.opened_at = {}
-        self.numbers = {}  # connection id -> stream number (a `rows` run)
+        self.numbers = {}  # connection id -> stream number (a `rows` or `guess` run)
+        self.view_keys = []  # a `guess` run: the keys of the view, its provisional numbers
+        self.flushed = {}  # a `guess` run: provisional number -> what ending it made
+        self.used = set()  # a `guess` run: the provisional numbers of its own exchanges
         self.core = Dissector(Options(**options), self.directory, on_open=self._opened)
         self.first = spec["first_frame"]  # the first frame of the task's own range
         self.settled = settled
@@ -233,14 +239,20 @@ class RangeRun:
     def _opened(self, conn):
         self.opened.append(conn)
         self.opened_at[conn.id] = self.clock.frame
-        if self.view is not None and self.settled is not None:
-            self.numbers[conn.id] = self.settled.offset + len(self.numbers) - self._carried
+        if self.view is not None and (self.settled is not None or self.guess):
+            # A `guess` run numbers the view's connections first, then those it opens.
+            base = 0 if self.settled is None else self.settled.offset - self._carried
+            self.numbers[conn.id] = base + len(self.numbers)
 
     def _own(self):
         self.view = self.core.snapshot()
         if self.settled is not None:
             streams = self.settled.streams
             self.numbers = {s.id: streams[k] for k, s in self.view.items() if k in streams}
+            self._carried = len(self.numbers)
+        elif self.guess:
+            self.view_keys = list(self.view)
+            self.numbers = {s.id: j for j, s in enumerate(self.view.values())}
             self._carried = len(self.numbers)
         self.view_closed = self.core.closed()
         self.directory.own()
@@ -257,12 +269,18 @@ class RangeRun:
             if e.api_key in SASL:
                 consulted.setdefault(e.stream, set()).add(SASL_PART)
         if self.settled is None:
+            if self.guess:
+                self.used.update(e.stream for e in self._numbered(out))
             return out
         now = self.clock.now
+        for e in self._numbered(out):
+            e.moment = now()
+        return out
+
+    def _numbered(self, out):
         for e in out:
             e.stream = self.numbers[e.stream]
             named(e)
-            e.moment = now()
         return out
 
     def _ended(self, events):
@@ -362,18 +380,28 @@ class RangeRun:
         end, as the capture's end does (`_flush`), teaches of topic names (a Metadata response
         held behind a hole completes then), each learning counted within its connection's
         end. The driver keeps those of the range that does end it, with that connection's
-        first frame (verify.py). Ends the run's connections: the last use of the run."""
+        first frame (verify.py). Ends the run's connections: the last use of the run. A
+        `guess` run keeps what each end made in `flushed`: its exchanges, accounting rows,
+        and whether it learned or looked anything up (then its rows are not guessed)."""
         d, clock = self.directory, self.clock
-        names, own = d.topic_names, d.topic_names.learned
+        names, own, runs = d.topic_names, d.topic_names.learned, d.topic_names.runs
         d.endpoints.owned = d.groups.owned = False  # their facts are taken: leave them be
+        names.runs = None  # what ends look up is not checked: see `flushed`
         out = {}
         for conn_id, key in self.core.open_connections():
             names.forget()
             clock.at(END)
-            self.core.finish({conn_id})
+            made = self.core.finish({conn_id})
             if names.learned:
                 out[key] = [(t, m[2], n) for t, m, n in names.learned]
-        names.learned = own
+            if self.guess:
+                ended = [row for event in self.core.ended() for row in event.rows]
+                number = self.numbers.get(conn_id)
+                if number is None:  # not open where the range starts, nor opened in it
+                    number, made = -1 - len(self.flushed), []
+                made = self._numbered(made)
+                self.flushed[number] = (key, made, ended, clock.seq > 0 or number < 0)
+        names.learned, names.runs = own, runs
         return out
 
     def _crossing(self, c, key, carried, live):

@@ -219,6 +219,11 @@ class Summary:
         for key, sums in other._codecs.items():
             self._codecs[key].merge(sums)
 
+    def rename_topics(self, names):
+        """Count the volume of topics named otherwise under the names `names` gives them."""
+        for api, topic in [key for key in self._volume if key[1] in names]:
+            self._volume[(api, names[topic])].merge(self._volume.pop((api, topic)))
+
     def apis(self):
         """One dict per (api_name, api_version), in name and version order."""
         rows = []

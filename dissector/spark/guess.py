@@ -1,0 +1,217 @@
+"""One pass over split captures, for the tables whose rows hang only on what the driver
+settles of stream numbers and topic names (pairs, records), written by the tasks.
+
+A `guess` task runs its range once: it takes the range's facts, as a `facts` run does, and
+builds the range's rows as it goes, guessing what only the driver knows (`RangeRun` with
+`guess`):
+
+- stream numbers: provisional ones, the connections of its view first (in view order), then
+  those it opens; the driver maps them to the settled numbers (`judge`);
+- topic names: the name the range learned last, read-back included, or for an id it never
+  learned, the id and a random text after it; every answer is recorded (as runs) and checked
+  against the settled names, which replace those of unknown ids (crossing.renames);
+- Kafka endpoints and group protocol types: answered as a `facts` run answers them, which
+  the driver checks anyway (verify.py);
+- the connections the capture's end ends: the range ends every connection open at its end
+  (it does so for its facts), and keeps the rows of each apart; the driver keeps those of
+  the connections the range does end.
+
+Its rows go to an Arrow file under the output's `_temporary/`. Once the ranges are checked,
+a range that agreed at once, whose topic answers hold and whose kept ends looked nothing up,
+has its file read back and written as parquet with the settled stream numbers (`fixed`);
+any other is built again by a `rows` task with its settled facts, as without guessing.
+
+    tasks (guess) ──▶ check, redo (split.py) ──▶ agreed, answers hold: rows fixed ──▶ table
+                                              └▶ the others: `rows` tasks ─────────┘
+"""
+
+import pickle
+import secrets
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import heap
+from ..options import Options
+from ..tables.output import WrittenBehind
+from ..tables.summary import summarised
+from .crossing import renames
+from .parts import TEMPORARY, filesystem
+from .ranges import RangeRun
+from .summary import new_summary, summary_row
+from .types import for_spark
+
+GUESSED = ("pairs", "records")
+# Compressed: the file holds the range's rows until they are fixed, at some GiB a range for
+# records; LZ4 costs a fraction of what parquet's encoding does.
+IPC = pa.ipc.IpcWriteOptions(compression="lz4")
+
+
+def run_guess_task(spec, options, table, path, job, name):
+    """A `guess` task over one range: its rows written to `<path>/_temporary/<job>/<name>
+    .arrow` (the declared schema; the range's own rows first, then those of the ends of the
+    connections open at its end); returns (facts, guess) pickled."""
+    from ..tables import arrow_batches
+
+    suffix = f"#{secrets.token_hex(16)}"  # after an unknown topic id: no name in a capture
+    run = RangeRun(spec, options, guess=suffix)
+    wanted = Options(**options).wanted()
+    summary = new_summary(options)
+    fs, root = filesystem(path)
+    file = f"{root}/{TEMPORARY}/{job}/{name}.arrow"
+    out = _Out(fs, file)
+    with heap.rarer_collections():
+        try:
+            for batch in arrow_batches(summarised(run, summary), table, wanted=wanted):
+                out.write(batch)
+            main = out.rows
+            facts = run.facts()  # ends the connections open at the range's end
+            flushed, made = {}, []
+            for number, (key, exchanges, ended, consulted) in run.flushed.items():
+                part = new_summary(options) if exchanges else None
+                for e in exchanges:
+                    part.add(e)
+                flushed[number] = (key, consulted, part, ended)
+                made += exchanges
+            for batch in arrow_batches(made, table, wanted=wanted):
+                out.write(batch)
+        finally:
+            out.close()
+    guess = {
+        "file": file if out.rows else None,
+        "main": main,
+        "view": run.view_keys,
+        "used": run.used,
+        "suffix": suffix,
+        "topics": run.directory.topic_names.runs,
+        "flushed": flushed,
+        "summary": summary,
+        "ended": [row for rows in run.ended_rows.values() for row in rows],
+    }
+    return pickle.dumps((facts, guess), pickle.HIGHEST_PROTOCOL)
+
+
+class _Out:
+    """An Arrow file opened at its first batch, written behind (as parquet is: parts.py)."""
+
+    def __init__(self, fs, file):
+        self.fs, self.file = fs, file
+        self.sink = self.writer = None
+        self.rows = 0
+
+    def write(self, batch):
+        if self.writer is None:
+            self.fs.create_dir(self.file.rsplit("/", 1)[0], recursive=True)
+            self.sink = self.fs.open_output_stream(self.file)
+            self.writer = WrittenBehind(pa.ipc.new_file(self.sink, batch.schema, options=IPC))
+        self.writer.write_batch(batch)
+        self.rows += batch.num_rows
+
+    def close(self):
+        if self.writer is not None:
+            try:
+                self.writer.close()
+            finally:
+                self.sink.close()
+
+
+def judge(guess, settled):
+    """How a range's guessed rows become its rows, given what the driver settled for it: a
+    dict for `fixed`, and the summary row of its task; None where they cannot be (a topic
+    name learned otherwise than settled, a connection its rows name that the truth does not
+    carry in, a kept end that learned or looked something up)."""
+    names = renames(guess["topics"], settled.topics, guess["suffix"])
+    if names is None:
+        return None
+    view = guess["view"]
+    carried = [settled.streams.get(key, -1) for key in view]
+    if any(n < len(view) and carried[n] < 0 for n in guess["used"]):
+        return None
+    summary, streams = guess["summary"], list(guess["ended"])
+    kept = []
+    ends = {key: number for number, (key, *_rest) in guess["flushed"].items()}
+    for key in settled.flush:
+        number = ends.get(key)
+        if number is None:
+            return None
+        _key, consulted, part, ended = guess["flushed"][number]
+        if consulted or (number < len(view) and carried[number] < 0):
+            return None
+        kept.append(number)
+        if part is not None:
+            summary.merge(part)
+        streams += ended
+    summary.rename_topics(names)
+    return {
+        "file": guess["file"],
+        "main": guess["main"],
+        "carried": carried,
+        "offset": settled.offset,
+        "kept": kept,
+        "names": names,
+    }, summary_row(summary, streams)
+
+
+def fixed(fix, path, capture, schema):
+    """The rows of a judged range, in Spark's `schema` (with `capture`): its own, then those
+    of the connections it ends for the capture's end, with their settled stream numbers."""
+    if fix["file"] is None:
+        return
+    fs, _root = filesystem(path)
+    seen = 0
+    with fs.open_input_file(fix["file"]) as f:
+        reader = pa.ipc.open_file(f)
+        for k in range(reader.num_record_batches):
+            batch = reader.get_batch(k)
+            mine = min(batch.num_rows, max(0, fix["main"] - seen))
+            seen += batch.num_rows
+            parts = [batch.slice(0, mine)]
+            if mine < batch.num_rows:
+                ends = batch.slice(mine)
+                keep = pc.is_in(ends.column("stream"), pa.array(fix["kept"], pa.int64()))
+                parts.append(ends.filter(keep))
+            for part in parts:
+                if part.num_rows:
+                    yield for_spark(_renamed(_numbered(part, fix), fix["names"]), capture, schema)
+
+
+def _numbered(batch, fix):
+    """The batch with its provisional stream numbers mapped to the settled ones."""
+    at = batch.schema.get_field_index("stream")
+    column = batch.column(at)
+    provisional = column.to_numpy(zero_copy_only=False)
+    carried = np.asarray(fix["carried"], dtype=np.int64)
+    opened = fix["offset"] + provisional - len(carried)
+    if len(carried):
+        from_view = carried[np.minimum(provisional, len(carried) - 1)]
+        numbers = np.where(provisional < len(carried), from_view, opened)
+    else:
+        numbers = opened
+    return batch.set_column(at, batch.schema.field(at), pa.array(numbers, column.type))
+
+
+def _renamed(batch, names):
+    """The batch with the topic names the driver settled for those its task guessed: the
+    records' `topic`, and the pairs' `topics` (a list, sorted and without repeats, as built)."""
+    if not names:
+        return batch
+    keys, values = pa.array(list(names), pa.string()), pa.array(list(names.values()), pa.string())
+    for name in ("topic", "topics"):
+        at = batch.schema.get_field_index(name)
+        if at < 0:
+            continue
+        column = batch.column(at)
+        if name == "topic":
+            column = pc.coalesce(pc.take(values, pc.index_in(column, value_set=keys)), column)
+        else:
+            found = pc.is_valid(pc.index_in(pc.list_flatten(column), value_set=keys))
+            hit = set(pc.list_parent_indices(column).filter(found).to_pylist())
+            if not hit:
+                continue
+            lists = column.to_pylist()
+            for row in hit:
+                lists[row] = sorted({names.get(t, t) for t in lists[row]})
+            column = pa.array(lists, column.type)
+        batch = batch.set_column(at, batch.schema.field(at), column)
+    return batch
