@@ -125,20 +125,14 @@ def split_in_process(split, table, opts, rng, timestamps="us", guess=False, coun
                 blob = run_guess_task(c.spec(i), opts, table, root, "job", f"guess-{k}")
                 guesses[c.capture, i] = pickle.loads(blob)
             first = [guesses[c.capture, i][0] for c, i in ranges]
-        again = set()
 
         def facts(items):
-            nonlocal first
-            if first is not None:
-                out, first = first, None
-                return out
-            again.update((spec["capture"], spec["index"]) for spec, _ in items)
             order = list(range(len(items)))
             rng.shuffle(order)
             done = {i: run_facts_task(*items[i][:1], opts, items[i][1]) for i in order}
             return [done[i] for i in range(len(items))]
 
-        outcomes, seeds, _facts = split_tasks(split, opts, facts)
+        outcomes, seeds, _facts = split_tasks(split, opts, facts, first)
         left = unjoined(split, outcomes)
         schema = _split_schema(table, timestamps, False)
         tasks = [(c, i) for c, i in ranges if c.capture not in left]
@@ -147,7 +141,7 @@ def split_in_process(split, table, opts, rng, timestamps="us", guess=False, coun
         for c, i in tasks:
             settled = outcomes[c.capture].settled[i]
             fix = None
-            if guess and (c.capture, i) not in again:
+            if guess and i not in outcomes[c.capture].again:
                 fix = (judge(guesses[c.capture, i][1], settled) or (None,))[0]
             if counts is not None:
                 for name in ("fixed" if fix else "rows",) + (

@@ -229,6 +229,33 @@ def test_ranges_dissected_once_say_the_analyze_summary(spark, tmp_path, capsys):
     assert "fa-orders" in expected and text.startswith(expected.rstrip("\n"))
 
 
+def test_guessed_rows_no_task_can_read_are_built_again(spark, tmp_path, monkeypatch, capsys):
+    """A range's guessed rows written to a disk the task that fixes them cannot read (an
+    output path local to each machine of a cluster): that task builds the range's rows
+    again, and the table and summary are the same."""
+    from dissector.cli import analyze, build_parser
+    from dissector.spark import cli, pipeline
+
+    joined, lost = pipeline.Dissected._join, []
+
+    def join_and_lose_the_files(self, first=None):
+        for file in (tmp_path / "out" / "_temporary").glob("*/guess-*.arrow"):
+            file.unlink()
+            lost.append(file.name)
+        return joined(self, first)
+
+    monkeypatch.setattr(pipeline.Dissected, "_join", join_and_lose_the_files)
+    path = str(ROOT / "captures" / "confluent-kafka.pcap")
+    args = ["spark", path, "-o", str(tmp_path / "out"), "--split-bytes", "12k"]
+    assert cli.run(build_parser().parse_args(args), spark) == 0
+    assert len(lost) > 1  # ranges of 12 KiB
+    text = capsys.readouterr().out
+    written = spark.read.parquet(str(tmp_path / "out")).toArrow()
+    assert spark_rows(written, path) == reference(path, "pairs")
+    analyze(build_parser().parse_args(["analyze", path]))
+    assert text.startswith(capsys.readouterr().out.rstrip("\n"))
+
+
 @pytest.mark.parametrize("table", TABLES)
 def test_tasks_write_the_files_of_the_table(spark, tmp_path, capsys, table):
     """`kafka-dissect spark` has each task write its rows (but the partitions of split

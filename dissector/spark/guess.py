@@ -31,6 +31,7 @@ import secrets
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyarrow import fs as pa_fs
 
 from .. import heap
 from ..options import Options
@@ -151,6 +152,15 @@ def judge(guess, settled):
         "kept": kept,
         "names": names,
     }, summary_row(summary, streams)
+
+
+def kept(fix, path):
+    """Whether the guessed rows of a judged range can be read here: a task of another
+    machine may have written them to its own disk (an output path local to each)."""
+    if fix["file"] is None:
+        return True
+    fs, _root = filesystem(path)
+    return fs.get_file_info(fix["file"]).type != pa_fs.FileType.NotFound
 
 
 def fixed(fix, path, capture, schema):

@@ -86,7 +86,8 @@ def write_capture(batches, path, job, task, table, compress_values=False):
 
 def write_part(batches, path, job, task, table, compress_values, capture):
     """Write batches (Spark's schema, without `capture`) as part-<task> of the partition of
-    `capture()` (asked once they are written); returns the rows written."""
+    `capture` (or of what `capture()` says once they are written); returns the rows
+    written."""
     fs, root = filesystem(path)
     temporary = f"{root}/{TEMPORARY}/{job}/{task:05d}-{uuid.uuid4().hex}.parquet"
     rows, writer, sink = 0, None, None
@@ -109,7 +110,7 @@ def write_part(batches, path, job, task, table, compress_values, capture):
             finally:
                 sink.close()
     if writer is not None:
-        final = f"{root}/{capture_dir(capture())}"
+        final = f"{root}/{capture_dir(capture() if callable(capture) else capture)}"
         fs.create_dir(final, recursive=True)
         fs.move(temporary, f"{final}/part-{task:05d}-{job}.parquet")
     return rows

@@ -22,7 +22,7 @@ from ..options import Options
 from ..tables.schema import SCHEMAS
 from ..tls import KeyLog
 from . import parts
-from .guess import GUESSED, fixed, judge, run_guess_task
+from .guess import GUESSED, fixed, judge, kept, run_guess_task
 from .notes import piece_warnings
 from .plan import expand, pack_whole, plan_split, surveys_in_spark
 from .split import (
@@ -56,7 +56,9 @@ class Dissected:
 
     Captures read whole by one task (no larger than `split_bytes`, or gzip) are dissected
     where they are read (`whole.py`). Larger ones are cut into byte ranges and checked when
-    this is made (split.py): their tables are then built by one task a range.
+    this is made (split.py): their tables are then built by one task a range. With
+    `joined=False` the ranges are checked when first needed, and `write` of the pairs or
+    records table then checks them with one run a range that builds the rows too (guess.py).
 
     `warnings`: what reading the captures noticed (a cut file, a timestamp out of range), one
     line each naming file, frame and offset. Those of split captures are known once this is
@@ -92,19 +94,8 @@ class Dissected:
 
     def _join(self, first=None):
         """Check the ranges of the split captures until they agree (split.py). first: the
-        facts of every range, taken already (by `guess` tasks). Returns the ranges whose
-        facts were taken again: {(capture, index)}."""
-        again = set()
-
-        def run_facts(items):
-            nonlocal first
-            if first is not None:
-                out, first = first, None
-                return out
-            again.update((spec["capture"], spec["index"]) for spec, _seeds in items)
-            return self._facts(items)
-
-        self.outcomes, self.seeds, facts = split_tasks(self.split, self.options, run_facts)
+        facts of every range, taken already (by `guess` tasks)."""
+        self.outcomes, self.seeds, facts = split_tasks(self.split, self.options, self._facts, first)
         for capture, why in unjoined(self.split, self.outcomes).items():
             message = (
                 f"{capture}: its byte ranges could not be joined after {MAX_ROUNDS} rounds "
@@ -120,7 +111,6 @@ class Dissected:
         for message in piece_warnings(ranges, self.files):
             self.warnings.append(message)
             warnings.warn(message, stacklevel=2)
-        return again
 
     def _joined(self):
         if self.outcomes is None:
@@ -261,17 +251,17 @@ class Dissected:
                 facts, guess = pickle.loads(r["guess"])
                 guesses[facts["capture"], facts["index"]] = (facts, guess)
         whole = set(self.whole)
-        again = self._join([guesses[c.capture, i][0] for c, i in ranges])
+        self._join([guesses[c.capture, i][0] for c, i in ranges])
         later = [c for c in self.whole if c not in whole]  # ranges never joined: whole
         fixes = [("whole", group) for group in pack_whole(later, MIN_TASK_BYTES)]
         for capture, i, *arguments in self._ranges(named=True):
             judged = None
-            if (capture, i) not in again:
+            if i not in self.outcomes[capture].again:
                 judged = judge(guesses[capture, i][1], arguments[2])
             if judged is None:
                 fixes.append(("range", *arguments))
             else:  # its summary stays here: only its rows are fixed, in a task
-                fixes.append(("fix", capture, judged[0]))
+                fixes.append(("fix", capture, judged[0], *arguments))
                 done.append({"capture": capture, "rows": 0, "summary": judged[1]})
         return done + write(fixes, first=len(items))
 
@@ -302,16 +292,13 @@ class Dissected:
                 (spec,) = args
                 blob = run_guess_task(spec, options, table, path, job, f"guess-{task:05d}")
                 return [{"capture": spec["capture"], "rows": 0, "summary": None, "guess": blob}]
-            capture, fix = args  # "fix"
-            rows = parts.write_part(
-                (b.drop_columns(["capture"]) for b in fixed(fix, path, capture, base)),
-                path,
-                job,
-                task,
-                table,
-                compress_values,
-                lambda: capture,
-            )
+            capture, fix, spec, seeds, settled = args  # "fix": its summary is the driver's
+            if kept(fix, path):
+                made = (b.drop_columns(["capture"]) for b in fixed(fix, path, capture, base))
+                rows = parts.write_part(made, path, job, task, table, compress_values, capture)
+            else:  # its file is on the disk of another machine: built again here
+                made = rows_batches(spec, options, seeds, settled, table, schema, True)
+                rows = write(made, task)["rows"]
             return [{"capture": capture, "rows": rows, "summary": None}]
 
         tasks, arguments = self._tasks(items)

@@ -99,22 +99,31 @@ class SplitCapture:
         return False
 
 
-def split_tasks(captures, options, run_facts):
-    """Check the ranges of every split capture; returns, per capture, its Outcome, seeds
-    and facts. A capture whose ranges still disagree after MAX_ROUNDS keeps an Outcome with
-    `redo` (see `unjoined`).
-    run_facts([(spec, seeds)]) -> [facts], in the same order (pickled or not)."""
+def split_tasks(captures, options, run_facts, first=None):
+    """Check the ranges of every split capture; returns, per capture, its Outcome (with the
+    ranges run more than once, `again`), seeds and facts. A capture whose ranges still
+    disagree after MAX_ROUNDS keeps an Outcome with `redo` (see `unjoined`).
+    run_facts([(spec, seeds)]) -> [facts], in the same order (pickled or not); first: the
+    facts of every range, in that order, taken already (by guess.py's tasks)."""
     facts = {c.capture: [None] * c.tasks for c in captures}
     seeds = {c.capture: {} for c in captures}
+    again = {c.capture: set() for c in captures}
     todo = [(c, i, None) for c in captures for i in range(c.tasks)]
     outcomes = {}
     for _round in range(MAX_ROUNDS):
-        _run(todo, facts, seeds, run_facts)
+        if _round == 0 and first is not None:
+            for (c, i, _keys), f in zip(todo, first, strict=True):
+                facts[c.capture][i] = _loaded(f)
+        else:
+            _run(todo, facts, seeds, run_facts)
+        for c, i, _keys in todo if _round else ():
+            again[c.capture].add(i)
         todo = []
         for c in captures:
             # From the second check on, a range agreeing with one that was wrong is redone
             # with it: else each round would set right one range more.
             outcome = check(facts[c.capture], taint=_round > 0)
+            outcome.again = again[c.capture]
             outcomes[c.capture] = outcome
             touched = _touched(facts[c.capture]) if outcome.redo else {}
             for i, wrong in sorted(outcome.redo.items()):

@@ -19,7 +19,7 @@ the accounting of connections that cross ranges, topic names learned anywhere, a
 ends each connection still open at the capture's end (the last one with a packet of it).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .crossing import END, settle
 from .ranges import COUNTERS, LOST, SYN, Settled, clean
@@ -51,6 +51,7 @@ class Outcome:
     settled: dict
     seeds: dict
     packets: int = 0
+    again: set = field(default_factory=set)  # ranges run more than once (split_tasks)
 
 
 def check(facts, taint=True):
