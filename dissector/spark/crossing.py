@@ -76,7 +76,9 @@ class TopicNames:
         # Every lookup takes a moment, in a `facts` run too: moments count alike in both.
         moment = self.clock.now()
         if self.guess:
-            answer = self._known.get(topic_id) or topic_id + self.guess
+            answer = self._known.get(topic_id, None)
+            if answer is None:
+                answer = topic_id + self.guess
             if self.runs is not None:
                 runs = self.runs.setdefault(topic_id, [])
                 if runs and runs[-1][2] == answer:
