@@ -229,6 +229,25 @@ def test_ranges_dissected_once_say_the_analyze_summary(spark, tmp_path, capsys):
     assert "fa-orders" in expected and text.startswith(expected.rstrip("\n"))
 
 
+def test_ranges_that_never_agree_are_written_whole_in_one_pass_too(
+    spark, tmp_path, monkeypatch, capsys
+):
+    """`kafka-dissect spark` writing pairs in one pass a range: a capture whose ranges never
+    agree is dissected whole by one task, with the warning, and its guesses dropped."""
+    from dissector.cli import build_parser
+    from dissector.spark import cli
+
+    ranges_never_agree(monkeypatch)
+    path = CAPTURES[[Path(c).name for c in CAPTURES].index("kafka-python.pcap")]
+    out = tmp_path / "out"
+    args = build_parser().parse_args(["spark", path, "-o", str(out), "--split-bytes", "8k"])
+    assert cli.run(args, spark) == 0
+    said = capsys.readouterr().err
+    assert f"kafka-dissect: warning: {path}: its byte ranges could not be joined" in said
+    assert spark_rows(spark.read.parquet(str(out)).toArrow(), path) == reference(path, "pairs")
+    assert len(list(out.glob("capture=*/*.parquet"))) == 1  # one task, the capture whole
+
+
 def test_guessed_rows_no_task_can_read_are_built_again(spark, tmp_path, monkeypatch, capsys):
     """A range's guessed rows written to a disk the task that fixes them cannot read (an
     output path local to each machine of a cluster): that task builds the range's rows

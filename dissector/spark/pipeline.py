@@ -158,12 +158,10 @@ class Dissected:
         by_id = {r["id"]: bytes(r["facts"]) for r in got}
         return [by_id[i] for i in range(len(items))]
 
-    def _ranges(self, named=False):
-        """The arguments of every range's `rows` task: (spec, seeds, settled facts), after
-        its (capture, index) when `named`."""
+    def _ranges(self):
+        """The arguments of every range's `rows` task: (spec, seeds, settled facts)."""
         return [
-            (c.capture, i)[: 2 if named else 0]
-            + (c.spec(i), self.seeds[c.capture], self.outcomes[c.capture].settled[i])
+            (c.spec(i), self.seeds[c.capture], self.outcomes[c.capture].settled[i])
             for c in self.split
             for i in range(c.tasks)
         ]
@@ -254,15 +252,18 @@ class Dissected:
         self._join([guesses[c.capture, i][0] for c, i in ranges])
         later = [c for c in self.whole if c not in whole]  # ranges never joined: whole
         fixes = [("whole", group) for group in pack_whole(later, MIN_TASK_BYTES)]
-        for capture, i, *arguments in self._ranges(named=True):
-            judged = None
-            if i not in self.outcomes[capture].again:
-                judged = judge(guesses[capture, i][1], arguments[2])
-            if judged is None:
-                fixes.append(("range", *arguments))
-            else:  # its summary stays here: only its rows are fixed, in a task
-                fixes.append(("fix", capture, judged[0], *arguments))
-                done.append({"capture": capture, "rows": 0, "summary": judged[1]})
+        for c in self.split:  # the captures whose ranges were joined
+            outcome = self.outcomes[c.capture]
+            for i in range(c.tasks):
+                settled, judged = outcome.settled[i], None
+                if i not in outcome.again:
+                    judged = judge(guesses[c.capture, i][1], settled)
+                arguments = (c.spec(i), self.seeds[c.capture], settled)
+                if judged is None:
+                    fixes.append(("range", *arguments))
+                else:  # its summary stays here: only its rows are fixed, in a task
+                    fixes.append(("fix", c.capture, judged[0], *arguments))
+                    done.append({"capture": c.capture, "rows": 0, "summary": judged[1]})
         return done + write(fixes, first=len(items))
 
     def _guessed_table(self, table):
