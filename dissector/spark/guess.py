@@ -125,21 +125,16 @@ def judge(guess, settled):
     names = renames(guess["topics"], settled.topics, guess["suffix"])
     if names is None:
         return None
-    view = guess["view"]
-    carried = [settled.streams.get(key, -1) for key in view]
-    if any(n < len(view) and carried[n] < 0 for n in guess["used"]):
+    ends = {key: number for number, (key, *_rest) in guess["flushed"].items()}
+    kept = [ends.get(key) for key in settled.flush]
+    if None in kept or any(guess["flushed"][number][1] for number in kept):
+        return None
+    carried = [settled.streams.get(key, -1) for key in guess["view"]]
+    if any(n < len(carried) and carried[n] < 0 for n in guess["used"].union(kept)):
         return None
     summary, streams = guess["summary"], list(guess["ended"])
-    kept = []
-    ends = {key: number for number, (key, *_rest) in guess["flushed"].items()}
-    for key in settled.flush:
-        number = ends.get(key)
-        if number is None:
-            return None
-        _key, consulted, part, ended = guess["flushed"][number]
-        if consulted or (number < len(view) and carried[number] < 0):
-            return None
-        kept.append(number)
+    for number in kept:
+        _key, _consulted, part, ended = guess["flushed"][number]
         if part is not None:
             summary.merge(part)
         streams += ended
@@ -154,7 +149,7 @@ def judge(guess, settled):
     }, summary_row(summary, streams)
 
 
-def kept(fix, path):
+def readable(fix, path):
     """Whether the guessed rows of a judged range can be read here: a task of another
     machine may have written them to its own disk (an output path local to each)."""
     if fix["file"] is None:

@@ -22,7 +22,7 @@ from ..options import Options
 from ..tables.schema import SCHEMAS
 from ..tls import KeyLog
 from . import parts
-from .guess import GUESSED, fixed, judge, kept, run_guess_task
+from .guess import GUESSED, fixed, judge, readable, run_guess_task
 from .notes import piece_warnings
 from .plan import expand, pack_whole, plan_split, surveys_in_spark
 from .split import (
@@ -160,11 +160,14 @@ class Dissected:
 
     def _ranges(self):
         """The arguments of every range's `rows` task: (spec, seeds, settled facts)."""
-        return [
-            (c.spec(i), self.seeds[c.capture], self.outcomes[c.capture].settled[i])
-            for c in self.split
-            for i in range(c.tasks)
-        ]
+        return [arguments for _c, _i, arguments in self._settled()]
+
+    def _settled(self):
+        """(capture, range index, the arguments of its `rows` task) of every range."""
+        for c in self.split:
+            for i in range(c.tasks):
+                settled = self.outcomes[c.capture].settled[i]
+                yield c, i, (c.spec(i), self.seeds[c.capture], settled)
 
     def _split_rows(self, table, timestamps, summaries):
         """The table of the split captures: one task a range."""
@@ -252,18 +255,15 @@ class Dissected:
         self._join([guesses[c.capture, i][0] for c, i in ranges])
         later = [c for c in self.whole if c not in whole]  # ranges never joined: whole
         fixes = [("whole", group) for group in pack_whole(later, MIN_TASK_BYTES)]
-        for c in self.split:  # the captures whose ranges were joined
-            outcome = self.outcomes[c.capture]
-            for i in range(c.tasks):
-                settled, judged = outcome.settled[i], None
-                if i not in outcome.again:
-                    judged = judge(guesses[c.capture, i][1], settled)
-                arguments = (c.spec(i), self.seeds[c.capture], settled)
-                if judged is None:
-                    fixes.append(("range", *arguments))
-                else:  # its summary stays here: only its rows are fixed, in a task
-                    fixes.append(("fix", c.capture, judged[0], *arguments))
-                    done.append({"capture": c.capture, "rows": 0, "summary": judged[1]})
+        for c, i, arguments in self._settled():  # the captures whose ranges were joined
+            judged = None
+            if i not in self.outcomes[c.capture].again:
+                judged = judge(guesses[c.capture, i][1], arguments[2])
+            if judged is None:
+                fixes.append(("range", *arguments))
+            else:  # its summary stays here: only its rows are fixed, in a task
+                fixes.append(("fix", c.capture, judged[0], *arguments))
+                done.append({"capture": c.capture, "rows": 0, "summary": judged[1]})
         return done + write(fixes, first=len(items))
 
     def _guessed_table(self, table):
@@ -294,7 +294,7 @@ class Dissected:
                 blob = run_guess_task(spec, options, table, path, job, f"guess-{task:05d}")
                 return [{"capture": spec["capture"], "rows": 0, "summary": None, "guess": blob}]
             capture, fix, spec, seeds, settled = args  # "fix": its summary is the driver's
-            if kept(fix, path):
+            if readable(fix, path):
                 made = (b.drop_columns(["capture"]) for b in fixed(fix, path, capture, base))
                 rows = parts.write_part(made, path, job, task, table, compress_values, capture)
             else:  # its file is on the disk of another machine: built again here

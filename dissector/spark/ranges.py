@@ -253,7 +253,6 @@ class RangeRun:
         elif self.guess:
             self.view_keys = list(self.view)
             self.numbers = {s.id: j for j, s in enumerate(self.view.values())}
-            self._carried = len(self.numbers)
         self.view_closed = self.core.closed()
         self.directory.own()
         self.unsupported_before = {k: v[0] for k, v in self.core.stats()["unsupported"].items()}
