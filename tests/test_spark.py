@@ -339,7 +339,8 @@ def test_auto_split_gives_whole_rounds_of_ranges_within_bounds(tmp_path):
 
 def test_auto_ranges_hold_as_many_packets_each():
     """The split size "auto" cuts a capture into as many ranges as `split_bytes` makes, each
-    owning about as many packets rather than bytes: a range's cost follows its packets."""
+    fed about as many packets (its read-back, the chunk before its own, included) rather
+    than bytes: a range's cost follows its packets."""
     from dissector.spark.plan import _balanced, _tasks
 
     packets = [30] * 6 + [10] * 6  # twelve chunks of 10 bytes: busy, then quiet
@@ -348,8 +349,9 @@ def test_auto_ranges_hold_as_many_packets_each():
         for i in range(len(packets))
     ]
     assert _tasks(chunks, 60) == [0, 6, 12]  # 180 packets, then 60
-    assert _balanced(chunks, 60) == [0, 5, 12]  # 150, then 90
-    assert _balanced(chunks, 40) == [0, 3, 6, 12]  # 90, 90, 60
+    # The last chunk is taken to hold 10 * 230 / 110 packets: 251 in all.
+    assert _balanced(chunks, 60) == [0, 5, 12]  # 150, then 90 and 30 read back
+    assert _balanced(chunks, 40) == [0, 3, 5, 12]  # 90; 60 + 30; 90 + 30
     assert _balanced(chunks[:1], 60) == [0, 1]  # one chunk: one task
 
 

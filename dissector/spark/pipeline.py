@@ -38,10 +38,11 @@ from .whole import SUMMARY, table_batches, whole_tasks
 
 DEFAULT_SPLIT = "auto"
 # "auto": ranges within these bounds, in whole rounds of tasks, one a core while they stay
-# under the top, each capture's ranges cut to hold as many packets each (the cost of a
-# range follows its packets more than its bytes). Each range costs a read-back, a Spark task
-# and a run that checks it before the run that builds its rows, so fewer, larger ranges are
-# faster, while whole rounds of equal ranges keep every core busy to the end.
+# under the top, each capture's ranges cut so that each task is fed as many packets, its
+# read-back included (the cost of a range follows its packets more than its bytes). Each
+# range costs a read-back, a Spark task and a run that checks it before the run that builds
+# its rows, so fewer, larger ranges are faster, while whole rounds of equal ranges keep
+# every core busy to the end.
 AUTO_SPLIT = (128 << 20, 4 << 30)
 MIN_TASK_BYTES = 4 << 20  # captures read whole are packed into tasks of at least this
 INLINE_ARGUMENTS = 1 << 20  # tasks' arguments up to this, all together, go with the function

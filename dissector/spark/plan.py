@@ -6,7 +6,6 @@ import fnmatch
 import glob
 import os
 import pickle
-from bisect import bisect_left
 
 import pyarrow as pa
 
@@ -82,7 +81,7 @@ def plan_split(files, split_bytes, read_back, run_surveys, balanced=False):
     """Captures read whole (gzip, or no larger than `split_bytes`), in order; SplitCaptures of
     the others, cut into chunks of min(split_bytes, read_back) bytes; and the warnings of
     surveying them. A task owns the chunks of `split_bytes`, or with `balanced` as many
-    tasks a capture, each owning about as many packets."""
+    tasks a capture, each fed about as many packets."""
     from .split import SplitCapture
 
     chunk = max(1, min(split_bytes, read_back))
@@ -112,17 +111,24 @@ def _tasks(chunks, split_bytes):
 
 def _balanced(chunks, split_bytes):
     """Task bounds over a capture's chunks: as many tasks as ranges of `split_bytes`, each
-    owning consecutive chunks of about the same number of packets (the packets of the last
-    chunk, which no survey counts to its end, taken as the mean of the others)."""
+    fed about as many packets, its read-back included (the chunk before its own). The last
+    chunk, which no survey counts to its end, holds as many packets a byte as the others."""
     tasks = len(_tasks(chunks, split_bytes)) - 1
     frames = [c["frames"] for c in chunks]  # the packets before each chunk
-    mean = (frames[-1] - frames[0]) / max(1, len(frames) - 1)
-    total = frames[-1] + mean
+    last = chunks[-1]
+    walked = last["start"] - chunks[0]["start"]
+    tail = (last["stop"] - last["start"]) * frames[-1] / walked if walked else 1
+    frames.append(frames[-1] + tail)
+    own = [b - a for a, b in zip(frames, frames[1:], strict=False)]
+    share = (frames[-1] + (tasks - 1) * frames[-1] / len(chunks)) / tasks
     bounds = [0]
-    for k in range(1, tasks):
-        at = bisect_left(frames, k * total / tasks, lo=bounds[-1] + 1)
-        if at < len(chunks):
-            bounds.append(at)
+    for _ in range(1, tasks):
+        start = bounds[-1]
+        fed = own[start - 1] if start else 0  # its read-back
+        ends = range(start + 1, len(chunks))
+        if not ends:
+            break
+        bounds.append(min(ends, key=lambda e: abs(fed + frames[e] - frames[start] - share)))
     return bounds + [len(chunks)]
 
 
