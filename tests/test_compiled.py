@@ -21,6 +21,7 @@ CAPTURES = ROOT / "captures"
 HOT = (
     "dissector.flow",
     "dissector.capture.pcap",
+    "dissector.capture.walk",
     "dissector.net.decode",
     "dissector.tcp.tracker",
     "dissector.tcp.halfstream",

@@ -1,6 +1,7 @@
 """Byte-range splitting (no Spark): every split size gives the whole file's packets, and the
 whole Spark plan run in one process gives the single-process tables."""
 
+import importlib.util
 import shutil
 import struct
 import subprocess
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from spark_support import ranges_never_agree, reference, run_in_process, spark_rows
 
 from dissector.capture import open_capture
+from dissector.capture import ranges as ranges_module
 from dissector.capture.ranges import pieces, range_packets, read_head, survey
 
 CAPTURE_DIR = Path(__file__).resolve().parent.parent / "captures"
@@ -141,6 +143,54 @@ def test_a_walk_marks_the_first_packet_past_every_chunk(capture, start, length, 
         found = survey(str(capture), head, start, end, known_start=real, chunk=chunk)
     assert found.marks == _marks_expected(offsets, start, end, chunk)
     assert found.packets == sum(start <= o < end for o in offsets)
+
+
+def _walk_in_python():
+    """walk.py, the Python twin of the compiled walk, loaded from its source."""
+    source = Path(ranges_module.__file__).with_name("walk.py")
+    spec = importlib.util.spec_from_file_location("walk_in_python", source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("order", ["<", ">"])
+def test_both_walks_step_over_the_same_records(order):
+    """Compiled and Python twins step over whole records only: not past `stop` (a mark or
+    the range's end), a header past the buffer, or a record past `last` (the file's end)."""
+    from dissector.capture import walk
+
+    lengths = [0, 5, 60, 1500, 3, 0, 70_000, 12]
+    buf = b"".join(struct.pack(order + "IIII", 1, 2, n, n) + bytes(n) for n in lengths)
+    starts = [0]
+    for n in lengths:
+        starts.append(starts[-1] + 16 + n)
+    python = _walk_in_python()
+    for k in range(len(lengths)):
+        for stop in (starts[k], starts[k] + 1, starts[min(k + 3, 8)], len(buf), 1 << 40):
+            for last in (len(buf), starts[-2] + 20, starts[4], 1 << 40):
+                for cut in (len(buf), starts[-1] - 8, starts[6] + 10):
+                    view = memoryview(bytearray(buf[:cut]))
+                    i, n = starts[k], 0
+                    while i < stop and i + 16 <= cut and starts[k + n + 1] <= last:
+                        i, n = starts[k + n + 1], n + 1
+                    args = (view, starts[k], stop, last, order == ">")
+                    assert walk.step_pcap(*args) == python.step_pcap(*args) == (i, n)
+
+
+def test_surveys_are_alike_with_either_walk_or_none(monkeypatch):
+    """A survey steps over records in bulk with either twin, or one at a time without."""
+    python = _walk_in_python()
+    for capture in CAPTURES[:8]:
+        head = read_head(str(capture))
+        size = capture.stat().st_size
+        cuts = [(a, min(a + 5_000, size)) for a in range(0, size, 5_000)]
+        found = []
+        for step in (ranges_module.step_pcap, python.step_pcap, lambda b, i, *_: (i, 0)):
+            monkeypatch.setattr(ranges_module, "step_pcap", step)
+            found.append([survey(str(capture), head, a, b, chunk=1_000) for a, b in cuts])
+        assert found[0] == found[1] == found[2]
+        assert sum(s.packets for s in found[0]) == len(packets_of(capture))
 
 
 def test_a_pcapng_walk_marks_blocks_by_offset_and_byte_order(pcapng_multi):

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from dissector.capture import pcap, pcapng
 from dissector.capture.reader import GZIP_MAGIC, Inflated, Source, parse
+from dissector.capture.walk import step_pcap
 from dissector.errors import CaptureError
 
 CHAIN = 8  # consecutive consistent headers that make a boundary
@@ -225,8 +226,10 @@ def _survey_pcap(win, head, start, end, known_start, chunk):
     count = 0
     marks, mark = [], _first_mark(start, chunk)
     incl_at = struct.Struct(head.byteorder + "I").unpack_from
-    # The record headers are read in place from the window's buffer: a slice each cost
-    # half the walk.
+    big = head.byteorder == ">"
+    # The record headers are read in place from the window's buffer (a slice each cost half
+    # the walk), stepped over in bulk (walk.py); one at a time here, the first and those
+    # that end past the file.
     hdr = pcap.RECORD_HEADER_LEN
     buf, base, have = win.buf, win.base, len(win.buf)
     while pos < end:
@@ -240,6 +243,11 @@ def _survey_pcap(win, head, start, end, known_start, chunk):
                 cut = "record header" if pos < size else ""
                 return Survey(start, end, first, pos, count, cut=cut, marks=marks)
             buf, base, have = win.buf, win.base, len(win.buf)
+        if count:  # whole records, up to the next mark, the range's end or the window's
+            j, n = step_pcap(buf, i, min(end, mark) - base, size - base, big)
+            if n:
+                pos, count = base + j, count + n
+                continue
         incl = incl_at(buf, i + 8)[0]
         nxt = pos + hdr + incl
         if nxt > size:
