@@ -69,6 +69,26 @@ def test_the_records_payloads_are_written_plain_and_without_min_max(tmp_path, co
     assert pq.read_table(path).num_rows == sum(b.num_rows for b in batches) > 0
 
 
+def test_the_bodies_are_written_in_zstd(tmp_path):
+    """The pairs' JSON bodies in zstd (a quarter of snappy's size on real traffic), the rest
+    in snappy; the bodies read back as written."""
+    batches = _pairs_batches()
+    path = tmp_path / "pairs.parquet"
+    with TableWriter(path, "pairs") as writer:
+        for batch in batches:
+            writer.write(batch)
+    group = pq.ParquetFile(path).metadata.row_group(0)
+    columns = [group.column(i) for i in range(group.num_columns)]
+    codecs = {c.path_in_schema: c.compression for c in columns}
+    assert codecs.pop("request") == codecs.pop("response") == "ZSTD"
+    assert set(codecs.values()) == {"SNAPPY"}
+    back = pq.read_table(path)
+    assert back.column("response").to_pylist() == [
+        text for b in batches for text in b.column("response").to_pylist()
+    ]
+    assert any(back.column("response").to_pylist())
+
+
 def test_an_error_behind_is_raised_by_the_next_write_or_close(tmp_path):
     batch = _pairs_batches()[0]
     wrong = pa.RecordBatch.from_pydict({"x": [1]})  # not the pairs schema

@@ -28,6 +28,10 @@ ISO = "%Y-%m-%dT%H:%M:%SZ"  # Arrow prints the fraction the unit has after %S
 # values and header values. Compressing them took more time than dissecting the capture
 # (0.9 s of 2 s for 505 MB of values), for files half the size.
 PAYLOADS = {"records": ("key", "value", "headers.list.element.value")}
+# Bodies as JSON text, in zstd: on real traffic (406 MB of it for 161,201 exchanges) a third
+# faster to write than snappy, twice as fast to read, and a quarter of the size (10 MB against
+# 40 MB).
+BODIES = ("request", "response")
 # Payloads with no minimum and maximum in the file: no reader skips a row group by a value's
 # bytes, and computing them went over every byte. Keys keep theirs (a search for one key).
 NO_STATISTICS = {"records": ("value", "headers.list.element.value")}
@@ -145,8 +149,8 @@ class WrittenBehind:
 
 def parquet_writer(sink, schema, table, compress_values=False):
     """A ParquetWriter of `table`'s rows (in `schema`) into `sink`: text that repeats as
-    dictionaries, snappy but for the records' payloads unless `compress_values`, statistics
-    but for NO_STATISTICS."""
+    dictionaries, snappy but for the bodies (zstd) and the records' payloads (none, unless
+    `compress_values`), statistics but for NO_STATISTICS."""
     plain = () if compress_values else PAYLOADS.get(table, ())
     unsummed = NO_STATISTICS.get(table, ())
     leaves = _leaves(schema)
@@ -154,9 +158,15 @@ def parquet_writer(sink, schema, table, compress_values=False):
         sink,
         schema,
         use_dictionary=_repeating_text(schema),
-        compression={leaf: "none" if leaf in plain else "snappy" for leaf in leaves},
+        compression={leaf: _codec(leaf, plain) for leaf in leaves},
         write_statistics=[leaf for leaf in leaves if leaf not in unsummed],
     )
+
+
+def _codec(leaf, plain):
+    if leaf in plain:
+        return "none"
+    return "zstd" if leaf in BODIES else "snappy"
 
 
 def json_lines(batch):
@@ -173,7 +183,7 @@ def _repeating_text(schema):
     on text that never repeats cost a fifth of the write."""
     out = []
     for f in schema:
-        if f.name in ("request", "response"):
+        if f.name in BODIES:
             continue
         if f.type == pa.string():
             out.append(f.name)
