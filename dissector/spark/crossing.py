@@ -76,7 +76,7 @@ class TopicNames:
         # Every lookup takes a moment, in a `facts` run too: moments count alike in both.
         moment = self.clock.now()
         if self.guess:
-            answer = self._known.get(topic_id, None)
+            answer = self._known.get(topic_id)
             if answer is None:
                 answer = topic_id + self.guess
             if self.runs is not None:

@@ -35,10 +35,9 @@ from pyarrow import fs as pa_fs
 
 from .. import heap
 from ..options import Options
-from ..tables.output import WrittenBehind
 from ..tables.summary import summarised
 from .crossing import renames
-from .parts import TEMPORARY, filesystem
+from .parts import Temporary, filesystem
 from .ranges import RangeRun
 from .summary import new_summary, summary_row
 from .types import for_spark
@@ -59,9 +58,7 @@ def run_guess_task(spec, options, table, path, job, name):
     run = RangeRun(spec, options, guess=suffix)
     wanted = Options(**options).wanted()
     summary = new_summary(options)
-    fs, root = filesystem(path)
-    file = f"{root}/{TEMPORARY}/{job}/{name}.arrow"
-    out = _Out(fs, file)
+    out = Temporary(path, job, f"{name}.arrow", _ipc_writer)
     with heap.rarer_collections():
         try:
             for batch in arrow_batches(summarised(run, summary), table, wanted=wanted):
@@ -80,7 +77,7 @@ def run_guess_task(spec, options, table, path, job, name):
         finally:
             out.close()
     guess = {
-        "file": file if out.rows else None,
+        "file": out.file if out.rows else None,
         "main": main,
         "view": run.view_keys,
         "used": run.used,
@@ -93,28 +90,8 @@ def run_guess_task(spec, options, table, path, job, name):
     return pickle.dumps((facts, guess), pickle.HIGHEST_PROTOCOL)
 
 
-class _Out:
-    """An Arrow file opened at its first batch, written behind (as parquet is: parts.py)."""
-
-    def __init__(self, fs, file):
-        self.fs, self.file = fs, file
-        self.sink = self.writer = None
-        self.rows = 0
-
-    def write(self, batch):
-        if self.writer is None:
-            self.fs.create_dir(self.file.rsplit("/", 1)[0], recursive=True)
-            self.sink = self.fs.open_output_stream(self.file)
-            self.writer = WrittenBehind(pa.ipc.new_file(self.sink, batch.schema, options=IPC))
-        self.writer.write_batch(batch)
-        self.rows += batch.num_rows
-
-    def close(self):
-        if self.writer is not None:
-            try:
-                self.writer.close()
-            finally:
-                self.sink.close()
+def _ipc_writer(sink, schema):
+    return pa.ipc.new_file(sink, schema, options=IPC)
 
 
 def judge(guess, settled):

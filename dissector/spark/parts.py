@@ -88,29 +88,49 @@ def write_part(batches, path, job, task, table, compress_values, capture):
     """Write batches (Spark's schema, without `capture`) as part-<task> of the partition of
     `capture` (or of what `capture()` says once they are written); returns the rows
     written."""
-    fs, root = filesystem(path)
-    temporary = f"{root}/{TEMPORARY}/{job}/{task:05d}-{uuid.uuid4().hex}.parquet"
-    rows, writer, sink = 0, None, None
+
+    def new_writer(sink, schema):
+        return parquet_writer(sink, schema, table, compress_values)
+
+    out = Temporary(path, job, f"{task:05d}-{uuid.uuid4().hex}.parquet", new_writer)
     try:
         for data in batches:
-            if not data.num_rows:
-                continue
-            if writer is None:
-                fs.create_dir(f"{root}/{TEMPORARY}/{job}", recursive=True)
-                sink = fs.open_output_stream(temporary)
-                # Written behind: the thread encodes while the task dissects on, and takes
-                # the cores the JVM and the driver leave idle between tasks.
-                writer = WrittenBehind(parquet_writer(sink, data.schema, table, compress_values))
-            writer.write_batch(data)
-            rows += data.num_rows
+            out.write(data)
     finally:
-        if writer is not None:
-            try:
-                writer.close()  # raises the error of a write behind, if one failed
-            finally:
-                sink.close()
-    if writer is not None:
+        out.close()
+    if out.rows:
+        fs, root = filesystem(path)
         final = f"{root}/{capture_dir(capture() if callable(capture) else capture)}"
         fs.create_dir(final, recursive=True)
-        fs.move(temporary, f"{final}/part-{task:05d}-{job}.parquet")
-    return rows
+        fs.move(out.file, f"{final}/part-{task:05d}-{job}.parquet")
+    return out.rows
+
+
+class Temporary:
+    """A file `name` under the output's `_temporary/<job>/`, opened at its first rows by
+    `new_writer(sink, schema)`. Written behind: the thread encodes while the task dissects
+    on, and takes the cores the JVM and the driver leave idle between tasks."""
+
+    def __init__(self, path, job, name, new_writer):
+        self.fs, root = filesystem(path)
+        self.file = f"{root}/{TEMPORARY}/{job}/{name}"
+        self.new_writer = new_writer
+        self.rows = 0
+        self._sink = self._writer = None
+
+    def write(self, batch):
+        if not batch.num_rows:
+            return
+        if self._writer is None:
+            self.fs.create_dir(self.file.rsplit("/", 1)[0], recursive=True)
+            self._sink = self.fs.open_output_stream(self.file)
+            self._writer = WrittenBehind(self.new_writer(self._sink, batch.schema))
+        self._writer.write_batch(batch)
+        self.rows += batch.num_rows
+
+    def close(self):
+        if self._writer is not None:
+            try:
+                self._writer.close()  # raises the error of a write behind, if one failed
+            finally:
+                self._sink.close()

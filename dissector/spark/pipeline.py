@@ -277,8 +277,8 @@ class Dissected:
         from `first`), or, for a `guess`, its rows to be fixed. Returns their WRITTEN rows."""
         options = self.options
         schema = _split_schema(table, timestamps, summaries=True)
-        wide = table_schema(table, timestamps).append(pa.field(SUMMARY, pa.binary()))
         base = table_schema(table, timestamps)
+        wide = base.append(pa.field(SUMMARY, pa.binary()))
 
         def write(batches, task):
             return parts.write_capture(batches, path, job, task, table, compress_values)

@@ -120,12 +120,11 @@ def _balanced(chunks, split_bytes):
     walked = last["start"] - chunks[0]["start"]
     tail = (last["stop"] - last["start"]) * frames[-1] / walked if walked else 1
     frames.append(frames[-1] + tail)
-    own = [b - a for a, b in zip(frames, frames[1:], strict=False)]
     share = (frames[-1] + (tasks - 1) * frames[-1] / len(chunks)) / tasks
     bounds = [0]
     for _ in range(1, tasks):
         start = bounds[-1]
-        fed = own[start - 1] if start else 0  # its read-back
+        fed = frames[start] - frames[start - 1] if start else 0  # its read-back
         ends = range(start + 1, len(chunks))
         if not ends:
             break
