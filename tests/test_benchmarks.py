@@ -42,11 +42,9 @@ def recording(tmp_path_factory):
 def test_capture_is_complete(recording):
     out, manifest = recording
     assert sorted(p.name for p in out.parent.iterdir()) == ["real.expected.json", "real.pcap"]
-    # The recorder stops on an estimate (capture so far plus the consumers' backlog), so the
-    # file lands near the size asked for, not always past it: the busier the machine, the
-    # longer the backlog and the rougher the estimate (1.74 MB of 2 with a fuzzer running on
-    # the other core).
-    assert out.stat().st_size == manifest["size_bytes"] >= 1_600_000
+    # The producers stop once the file reaches the size asked for; the consumers' drain adds
+    # the rest.
+    assert out.stat().st_size == manifest["size_bytes"] >= 2_000_000
     assert manifest["tcpdump"]["packets_dropped"] == 0
     assert manifest["failures"] == [] and manifest["notes"] == []
 
