@@ -288,6 +288,22 @@ def test_renames_map_only_answers_a_range_could_not_know():
     assert renames(two, settled, "#x") is None  # one guess, two names
 
 
+def test_renamed_rows_keep_their_lists_sorted_and_the_others_untouched():
+    import pyarrow as pa
+
+    from dissector.spark.guess import _renamed
+
+    topics = [["a", "z#x"], None, ["b"], [], ["m#x", "y#x"], ["c", "q#x"]]
+    batch = pa.RecordBatch.from_pydict(
+        {"topics": pa.array(topics, pa.list_(pa.string())), "n": list(range(6))}
+    )
+    names = {"z#x": "a", "y#x": "b", "m#x": "zz", "q#x": "b"}
+    got = _renamed(batch, names)
+    assert got.column("topics").to_pylist() == [["a"], None, ["b"], [], ["b", "zz"], ["b", "c"]]
+    assert got.column("n").to_pylist() == list(range(6))
+    assert _renamed(batch, {"w#x": "w"}).column("topics").to_pylist() == topics
+
+
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     capture=st.sampled_from(CAPTURES),

@@ -186,14 +186,14 @@ def _renamed(batch, names):
         column = batch.column(at)
         if name == "topic":
             column = pc.coalesce(pc.take(values, pc.index_in(column, value_set=keys)), column)
-        else:
+        else:  # only the lists that name a renamed topic are made again, then spliced in
             found = pc.is_valid(pc.index_in(pc.list_flatten(column), value_set=keys))
-            hit = set(pc.list_parent_indices(column).filter(found).to_pylist())
-            if not hit:
+            hit = pc.unique(pc.list_parent_indices(column).filter(found))
+            if not len(hit):
                 continue
-            lists = column.to_pylist()
-            for row in hit:
-                lists[row] = sorted({names.get(t, t) for t in lists[row]})
-            column = pa.array(lists, column.type)
+            lists = [sorted({names.get(t, t) for t in ts}) for ts in column.take(hit).to_pylist()]
+            order = np.arange(len(column))
+            order[hit.to_numpy()] = len(column) + np.arange(len(hit))
+            column = pa.concat_arrays([column, pa.array(lists, column.type)]).take(order)
         batch = batch.set_column(at, batch.schema.field(at), column)
     return batch
