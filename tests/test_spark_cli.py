@@ -29,17 +29,16 @@ from dissector.spark import cli  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURE = str(ROOT / "captures" / "kafka-python.pcap")
 # Sessions of these tests: no UI, no progress bar, one core, and the JIT's quick tier only (a
-# JVM that starts sooner; these jobs are small).
-QUICK = [
+# JVM that starts sooner; these jobs are small), which the command gives but for partitions.
+QUICK_SESSION = [
     "--master",
     "local[1]",
     "--conf",
     "spark.ui.enabled=false",
     "--conf",
     "spark.ui.showConsoleProgress=false",
-    "--conf",
-    "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1",
 ]
+QUICK = [*QUICK_SESSION, "--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1"]
 
 MORE_MEMORY = (
     "give Spark more memory (--conf spark.driver.memory=4g in local mode, spark.executor.memory "
@@ -523,7 +522,8 @@ def made_by_the_command(not_a_capture, tmp_path_factory):
     if already:
         before = SparkSession.getActiveSession().conf.get("spark.sql.shuffle.partitions", None)
     out = tmp_path_factory.mktemp("spark-cli") / "out"
-    argv = ["spark", CAPTURE, "-o", str(out), *QUICK, "--conf", "spark.sql.shuffle.partitions=3"]
+    conf = ["--conf", "spark.sql.shuffle.partitions=3"]
+    argv = ["spark", CAPTURE, "-o", str(out), *QUICK_SESSION, *conf]  # the command's JVM options
     stdout, stderr = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
         status = main(argv)
@@ -550,13 +550,32 @@ def test_the_command_passes_conf_to_the_session_it_creates(made_by_the_command):
     if not already:  # settings of the JVM's start: only a session the command created has them
         conf = spark.sparkContext.getConf()
         assert conf.get("spark.ui.enabled") == "false"
-        assert conf.get("spark.driver.extraJavaOptions").endswith(" -XX:TieredStopAtLevel=1")
+        assert conf.get("spark.driver.extraJavaOptions").endswith(f" {cli.LEAN_JVM[1]}")
         jvm = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
-        assert "-XX:TieredStopAtLevel=1" in list(jvm.getInputArguments())  # the JVM's own
+        started = list(jvm.getInputArguments())  # the JVM's own
+        assert "-XX:TieredStopAtLevel=1" in started
         assert spark.sparkContext.master == "local[1]"
     again = cli.session(None, {"spark.sql.shuffle.partitions": "5"})  # the one running
     assert again is spark and spark.conf.get("spark.sql.shuffle.partitions") == "5"
     spark.conf.set("spark.sql.shuffle.partitions", "3")
+
+
+@pytest.mark.parametrize("table, lean", [("pairs", True), ("records", True), ("partitions", False)])
+def test_the_command_starts_a_lean_jvm_but_for_the_partitions_table(
+    table, lean, monkeypatch, tmp_path
+):
+    asked = []
+
+    def session(master, conf=(), log=None, lean=False):
+        asked.append((master, lean))
+        raise DissectorError("stopped before Spark")
+
+    monkeypatch.setattr(cli, "session", session)
+    argv = ["spark", CAPTURE, "-o", str(tmp_path / "o"), "--table", table, "--master", "local[1]"]
+    with contextlib.redirect_stderr(io.StringIO()) as err:
+        assert main(argv) == 2
+    assert asked == [("local[1]", lean)]
+    assert "stopped before Spark" in err.getvalue()
 
 
 def _fails(spark, task, tmp_path):
