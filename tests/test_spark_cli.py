@@ -552,8 +552,7 @@ def test_the_command_passes_conf_to_the_session_it_creates(made_by_the_command):
         assert conf.get("spark.ui.enabled") == "false"
         assert conf.get("spark.driver.extraJavaOptions").endswith(f" {cli.LEAN_JVM[1]}")
         jvm = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
-        started = list(jvm.getInputArguments())  # the JVM's own
-        assert "-XX:TieredStopAtLevel=1" in started
+        assert "-XX:TieredStopAtLevel=1" in list(jvm.getInputArguments())  # the JVM's own
         assert spark.sparkContext.master == "local[1]"
     again = cli.session(None, {"spark.sql.shuffle.partitions": "5"})  # the one running
     assert again is spark and spark.conf.get("spark.sql.shuffle.partitions") == "5"
