@@ -752,8 +752,8 @@ def drive(load: Load, link: Link, capture: Path, args, notes: list[str]) -> None
 
     target = args.size_mb * 1_000_000
     deadline = time.monotonic() + args.max_seconds
-    # Stop on the bytes written, not on a guess of what the consumers' backlog will add: the
-    # capture ends at least at the size asked for, a little past it.
+    # On the bytes written: the capture holds at least the size asked for, and the consumers'
+    # drain adds a little more.
     while capture.stat().st_size < target:
         if time.monotonic() > deadline:
             notes.append(f"stopped by --max-seconds {args.max_seconds:.0f}")

@@ -28,9 +28,9 @@ from dissector.spark import cli  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURE = str(ROOT / "captures" / "kafka-python.pcap")
-# Sessions of these tests: no UI, no progress bar, one core, and the JIT's quick tier only (a
-# JVM that starts sooner; these jobs are small), which the command gives but for partitions.
-QUICK_SESSION = [
+# Sessions of these tests: no UI, no progress bar, one core (the command gives its JVM the
+# JIT's quick tier itself: one that starts sooner).
+QUICK = [
     "--master",
     "local[1]",
     "--conf",
@@ -38,7 +38,6 @@ QUICK_SESSION = [
     "--conf",
     "spark.ui.showConsoleProgress=false",
 ]
-QUICK = [*QUICK_SESSION, "--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1"]
 
 MORE_MEMORY = (
     "give Spark more memory (--conf spark.driver.memory=4g in local mode, spark.executor.memory "
@@ -522,8 +521,7 @@ def made_by_the_command(not_a_capture, tmp_path_factory):
     if already:
         before = SparkSession.getActiveSession().conf.get("spark.sql.shuffle.partitions", None)
     out = tmp_path_factory.mktemp("spark-cli") / "out"
-    conf = ["--conf", "spark.sql.shuffle.partitions=3"]
-    argv = ["spark", CAPTURE, "-o", str(out), *QUICK_SESSION, *conf]  # the command's JVM options
+    argv = ["spark", CAPTURE, "-o", str(out), *QUICK, "--conf", "spark.sql.shuffle.partitions=3"]
     stdout, stderr = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
         status = main(argv)
