@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow as pa
 
 import dissector
-from dissector.spark.guess import GUESSED, fixed, judge, run_guess_task
+from dissector.spark.guess import GUESSED, fixed, judge, judged_here, run_guess_task
 from dissector.spark.pipeline import ORDER, _options, _split_schema, rows_batches
 from dissector.spark.plan import expand, plan_split, survey_here
 from dissector.spark.split import run_facts_task, split_tasks, unjoined
@@ -114,17 +114,23 @@ def ranges_never_agree(monkeypatch):
 
 def split_in_process(split, table, opts, rng, timestamps="us", guess=False, counts=None):
     """The ranges of split captures, facts and rows, each task run on its own (or with
-    `guess`, guessed rows, facts, then fixed or built again); and the captures whose ranges
-    could not be joined (split.unjoined), left out."""
+    `guess`, guessed rows, facts, then fixed or built again; and what each guess task would
+    judge itself once it has every range's facts, checked against the driver's judgement);
+    and the captures whose ranges could not be joined (split.unjoined), left out."""
     ranges = [(c, i) for c in split for i in range(c.tasks)]
     with tempfile.TemporaryDirectory() as root:
-        first, guesses = None, {}
+        first, guesses, here = None, {}, {}
         if guess:
             for k in rng.sample(range(len(ranges)), len(ranges)):
                 c, i = ranges[k]
                 blob = run_guess_task(c.spec(i), opts, table, root, "job", f"guess-{k}")
                 guesses[c.capture, i] = pickle.loads(blob)
+                here[c.capture, i] = blob
             first = [guesses[c.capture, i][0] for c, i in ranges]
+            gathered = pickle.loads(pickle.dumps(first))
+            for key, blob in here.items():
+                facts, guessed = pickle.loads(blob)
+                here[key] = judged_here(gathered, facts, guessed)
 
         def facts(items):
             order = list(range(len(items)))
@@ -142,7 +148,12 @@ def split_in_process(split, table, opts, rng, timestamps="us", guess=False, coun
             settled = outcomes[c.capture].settled[i]
             fix = None
             if guess and i not in outcomes[c.capture].again:
-                fix = (judge(guesses[c.capture, i][1], settled) or (None,))[0]
+                judged = judge(guesses[c.capture, i][1], settled)
+                fix = (judged or (None,))[0]
+                if here[c.capture, i] is not None:  # as the task would fix them, if it did
+                    assert here[c.capture, i] == judged, (c.capture, i)
+                    if counts is not None:
+                        counts["here"] = counts.get("here", 0) + 1
             if counts is not None:
                 for name in ("fixed" if fix else "rows",) + (
                     ("renamed",) if fix and fix["names"] else ()

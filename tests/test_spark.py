@@ -275,6 +275,70 @@ def test_guessed_rows_no_task_can_read_are_built_again(spark, tmp_path, monkeypa
     assert text.startswith(capsys.readouterr().out.rstrip("\n"))
 
 
+def _write_jobs(monkeypatch):
+    """The write jobs a command runs: for each, whether its tasks ran together (barrier)."""
+    from dissector.spark import pipeline
+
+    calls, write_tasks = [], pipeline.Dissected._write_tasks
+
+    def counted(self, *args, together=False, **kwargs):
+        calls.append(together)
+        return write_tasks(self, *args, together=together, **kwargs)
+
+    monkeypatch.setattr(pipeline.Dissected, "_write_tasks", counted)
+    return calls
+
+
+@pytest.mark.parametrize("split, jobs, parts", [("100k", [True], 2), ("64k", [False, False], 3)])
+def test_ranges_that_fit_the_cores_fix_their_own_rows(
+    spark, tmp_path, monkeypatch, capsys, split, jobs, parts
+):
+    """In local mode with no more ranges than cores, the guess tasks run together: each
+    meets the others' facts and fixes its own rows, in one job, the files of its tasks moved
+    into place. With more ranges than cores, a second job fixes them. Same table, same
+    summary."""
+    from dissector.cli import analyze, build_parser
+    from dissector.spark import cli
+
+    calls = _write_jobs(monkeypatch)
+    path = CAPTURES[[Path(c).name for c in CAPTURES].index("kafka-python.pcap")]
+    out = tmp_path / "out"
+    args = ["spark", path, "-o", str(out), "--split-bytes", split, "--read-back", split]
+    assert cli.run(build_parser().parse_args(args), spark) == 0
+    text = capsys.readouterr().out
+    assert calls == jobs
+    tasks = sorted(int(p.name.split("-")[1]) for p in out.glob("capture=*/*.parquet"))
+    assert tasks == list(range(parts) if jobs == [True] else range(parts, 2 * parts))
+    assert spark_rows(spark.read.parquet(str(out)).toArrow(), path) == reference(path, "pairs")
+    analyze(build_parser().parse_args(["analyze", path]))
+    assert text.startswith(capsys.readouterr().out.rstrip("\n"))
+
+
+def test_a_range_its_task_fixed_but_the_driver_judged_otherwise_is_built_again(
+    spark, tmp_path, monkeypatch, capsys
+):
+    """The driver's judgement is the one that counts: a range whose task fixed its rows but
+    which the driver has built again (here, told so) leaves its task's file out of the table."""
+    from dissector.cli import analyze, build_parser
+    from dissector.spark import cli, pipeline
+
+    calls, judged = _write_jobs(monkeypatch), pipeline.judge
+    monkeypatch.setattr(
+        pipeline, "judge", lambda guess, settled: None if settled.offset else judged(guess, settled)
+    )
+    path = CAPTURES[[Path(c).name for c in CAPTURES].index("kafka-python.pcap")]
+    out = tmp_path / "out"
+    args = ["spark", path, "-o", str(out), "--split-bytes", "100k", "--read-back", "100k"]
+    assert cli.run(build_parser().parse_args(args), spark) == 0
+    text = capsys.readouterr().out
+    assert calls == [True, False]
+    tasks = sorted(int(p.name.split("-")[1]) for p in out.glob("capture=*/*.parquet"))
+    assert tasks == [0, 2]  # the first range's task, and the second's built again
+    assert spark_rows(spark.read.parquet(str(out)).toArrow(), path) == reference(path, "pairs")
+    analyze(build_parser().parse_args(["analyze", path]))
+    assert text.startswith(capsys.readouterr().out.rstrip("\n"))
+
+
 @pytest.mark.parametrize("table", TABLES)
 def test_tasks_write_the_files_of_the_table(spark, tmp_path, capsys, table):
     """`kafka-dissect spark` has each task write its rows (but the partitions of split

@@ -6,6 +6,7 @@ import shutil
 import struct
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import damage
@@ -250,13 +251,14 @@ def test_ranges_dissected_once_equal_read_pcap(capture, table, split, seed):
 
 def test_guessed_rows_are_fixed_where_the_ranges_agree():
     """Two ranges, the second reading back over the whole first: both agree at once, none is
-    built again, and the second's guessed stream numbers become the settled ones."""
+    built again, and the second's guessed stream numbers become the settled ones; each task,
+    given both ranges' facts, would fix its rows itself as the driver does."""
     path = str(CAPTURE_DIR / "confluent-kafka.pcap")
     split = Path(path).stat().st_size // 2 + 1
     counts = {}
     got = run_in_process([path], "pairs", split, read_back=split, guess=True, counts=counts)
     assert spark_rows(got) == reference(path, "pairs")
-    assert counts == {"fixed": 2}
+    assert counts == {"fixed": 2, "here": 2}
     assert len(set(_column(spark_rows(got), "pairs", "stream"))) > 3
 
 
@@ -270,7 +272,27 @@ def test_topic_ids_a_range_never_learned_are_named_as_settled():
     for split in range(2_000, size, 1_000):
         got = run_in_process([path], "pairs", split, read_back=2048, guess=True, counts=counts)
         assert spark_rows(got) == reference(path, "pairs"), split
-    assert counts.get("renamed", 0) > 0, counts
+    assert counts.get("renamed", 0) > 0 and counts.get("here", 0) > 0, counts
+
+
+def test_tasks_meet_once_all_have_left_their_facts(tmp_path):
+    """Tasks running at once leave their blobs under the output's `_temporary/` and each reads
+    all of them, in task order, once the last has arrived; an empty blob is a task without."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dissector.spark import parts
+
+    blobs = [b"range 0", b"", b"range 2" * 1000]
+
+    def task(me):
+        if me == 2:
+            time.sleep(0.2)  # the last to arrive
+        return parts.rendezvous(str(tmp_path), "job", "facts-3", 3, me, blobs[me])
+
+    with ThreadPoolExecutor(3) as pool:
+        assert list(pool.map(task, range(3))) == [blobs] * 3
+    left = sorted(p.name for p in (tmp_path / "_temporary" / "job" / "facts-3").iterdir())
+    assert left == ["0", "1", "2"]
 
 
 def test_renames_map_only_answers_a_range_could_not_know():

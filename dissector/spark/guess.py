@@ -20,6 +20,8 @@ Its rows go to an Arrow file under the output's `_temporary/`. Once the ranges a
 a range that agreed at once, whose topic answers hold and whose kept ends looked nothing up,
 has its file read back and written as parquet with the settled stream numbers (`fixed`);
 any other is built again by a `rows` task with its settled facts, as without guessing.
+Where all the guess tasks run at once, each fixes its own rows once it has every range's
+facts (`judged_here`), and the driver keeps what it judges the same.
 
     tasks (guess) ──▶ check, redo (split.py) ──▶ agreed, answers hold: rows fixed ──▶ table
                                               └▶ the others: `rows` tasks ─────────┘
@@ -41,6 +43,7 @@ from .parts import Temporary, filesystem
 from .ranges import RangeRun
 from .summary import new_summary, summary_row
 from .types import for_spark
+from .verify import check
 
 GUESSED = ("pairs", "records")
 # Compressed: the file holds the range's rows until they are fixed, at some GiB a range for
@@ -124,6 +127,18 @@ def judge(guess, settled):
         "kept": kept,
         "names": names,
     }, summary_row(summary, streams)
+
+
+def judged_here(gathered, facts, guess):
+    """`judge` in the range's own task, where the facts of every range are at hand (a job
+    whose tasks all run at once): as the driver judges, where the capture's ranges agreed at
+    once; else None (the driver then decides)."""
+    capture = facts["capture"]
+    mine = sorted((f for f in gathered if f["capture"] == capture), key=lambda f: f["index"])
+    outcome = check(mine, taint=False)
+    if outcome.redo:
+        return None
+    return judge(guess, outcome.settled[facts["index"]])
 
 
 def readable(fix, path):

@@ -11,6 +11,7 @@ failed leaves nothing in the table; the driver removes `_temporary/` when the jo
 """
 
 import os
+import time
 import uuid
 from urllib.parse import quote
 
@@ -88,22 +89,58 @@ def write_part(batches, path, job, task, table, compress_values, capture):
     """Write batches (Spark's schema, without `capture`) as part-<task> of the partition of
     `capture` (or of what `capture()` says once they are written); returns the rows
     written."""
+    out = write_temporary(
+        batches, path, job, f"{task:05d}-{uuid.uuid4().hex}", table, compress_values
+    )
+    if out.rows:
+        place(path, job, out.file, capture() if callable(capture) else capture, task)
+    return out.rows
+
+
+def write_temporary(batches, path, job, name, table, compress_values):
+    """Write batches (Spark's schema, without `capture`) as `_temporary/<job>/<name>.parquet`;
+    returns the Temporary (its `file`, and `rows` written)."""
 
     def new_writer(sink, schema):
         return parquet_writer(sink, schema, table, compress_values)
 
-    out = Temporary(path, job, f"{task:05d}-{uuid.uuid4().hex}.parquet", new_writer)
+    out = Temporary(path, job, f"{name}.parquet", new_writer)
     try:
         for data in batches:
             out.write(data)
     finally:
         out.close()
-    if out.rows:
-        fs, root = filesystem(path)
-        final = f"{root}/{capture_dir(capture() if callable(capture) else capture)}"
-        fs.create_dir(final, recursive=True)
-        fs.move(out.file, f"{final}/part-{task:05d}-{job}.parquet")
-    return out.rows
+    return out
+
+
+def place(path, job, file, capture, task):
+    """Move a whole written file into the table, as part-<task> of `capture`'s partition."""
+    fs, root = filesystem(path)
+    final = f"{root}/{capture_dir(capture)}"
+    fs.create_dir(final, recursive=True)
+    fs.move(file, f"{final}/part-{task:05d}-{job}.parquet")
+
+
+def rendezvous(path, job, meeting, count, me, blob, pause=0.005):
+    """The blobs of `count` tasks running at once (`me` is this one's number), each left under
+    the output's `_temporary/<job>/<meeting>/` (whole: written aside, then moved) and read
+    once all are there. Spark's barrier sync answers at the next whole second; this, within
+    `pause`."""
+    from pyarrow.fs import FileSelector
+
+    fs, root = filesystem(path)
+    folder = f"{root}/{TEMPORARY}/{job}/{meeting}"
+    fs.create_dir(folder, recursive=True)
+    with fs.open_output_stream(f"{folder}/{me}.part") as out:
+        out.write(blob)
+    fs.move(f"{folder}/{me}.part", f"{folder}/{me}")
+    while sum(not f.path.endswith(".part") for f in fs.get_file_info(FileSelector(folder))) < count:
+        time.sleep(pause)
+    blobs = []
+    for k in range(count):
+        with fs.open_input_stream(f"{folder}/{k}") as f:
+            blobs.append(f.read())
+    return blobs
 
 
 class Temporary:

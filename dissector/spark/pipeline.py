@@ -22,7 +22,7 @@ from ..options import Options
 from ..tables.schema import SCHEMAS
 from ..tls import KeyLog
 from . import parts
-from .guess import GUESSED, fixed, judge, readable, run_guess_task
+from .guess import GUESSED, fixed, judge, judged_here, readable, run_guess_task
 from .notes import piece_warnings
 from .plan import expand, pack_whole, plan_split, surveys_in_spark
 from .split import (
@@ -48,7 +48,9 @@ MIN_TASK_BYTES = 4 << 20  # captures read whole are packed into tasks of at leas
 INLINE_ARGUMENTS = 1 << 20  # tasks' arguments up to this, all together, go with the function
 OPTION_NAMES = tuple(f.name for f in fields(Options))  # what a load may pass to the core
 FACTS = pa.schema([("id", pa.int64()), ("facts", pa.binary())])
-WRITTEN = parts.PARTS.append(pa.field("guess", pa.binary()))  # a write task's rows
+# A write task's rows; a `guess` task's also its (facts, guess) and, where it fixed its rows
+# itself, (the fix, the file written).
+WRITTEN = parts.PARTS.append(pa.field("guess", pa.binary())).append(pa.field("fixed", pa.binary()))
 
 
 class Dissected:
@@ -231,7 +233,7 @@ class Dissected:
         write = partial(self._write_tasks, path, job, table, timestamps, compress_values)
         items = [("whole", group) for group in pack_whole(self.whole, MIN_TASK_BYTES)]
         if self.outcomes is None and self.split and self._guessed_table(table):
-            done = self._write_guessed(write, items)
+            done = self._write_guessed(write, partial(parts.place, path, job), items)
         else:
             self._joined()
             done = write(items + [("range", *r) for r in self._ranges()])
@@ -239,42 +241,68 @@ class Dissected:
         self._summaries = [(r["capture"], bytes(r["summary"])) for r in done if r["summary"]]
         return sum(r["rows"] for r in done)
 
-    def _write_guessed(self, write, items):
+    def _write_guessed(self, write, place, items):
         """The write tasks `items`, with a `guess` task for every range; then, once the
         ranges are checked, a task a range, fixing its rows or building them again (and
-        those of captures whose ranges were never joined). Returns their WRITTEN rows."""
+        those of captures whose ranges were never joined). Where every task runs at once,
+        each guess task gathers the facts of all and fixes its own rows as the driver would:
+        the driver then moves those files into place (`place(file, capture, task)`), and
+        runs a second job only for what it judges otherwise. Returns their WRITTEN rows."""
         ranges = [(c, i) for c in self.split for i in range(c.tasks)]
+        first = len(items)
         items = items + [("guess", c.spec(i)) for c, i in ranges]
         done, guesses = [], {}
-        for r in write(items):
+        for r in write(items, together=self._at_once(len(items))):
             if r["guess"] is None:
                 done.append(r)
             else:
                 facts, guess = pickle.loads(r["guess"])
-                guesses[facts["capture"], facts["index"]] = (facts, guess)
+                here = pickle.loads(r["fixed"]) if r["fixed"] is not None else (None, None)
+                guesses[facts["capture"], facts["index"]] = (facts, guess, r["rows"], here)
         whole = set(self.whole)
         self._join([guesses[c.capture, i][0] for c, i in ranges])
         later = [c for c in self.whole if c not in whole]  # ranges never joined: whole
         fixes = [("whole", group) for group in pack_whole(later, MIN_TASK_BYTES)]
         for c, i, arguments in self._settled():  # the captures whose ranges were joined
+            _facts, guess, rows, (fix, file) = guesses[c.capture, i]
             judged = None
             if i not in self.outcomes[c.capture].again:
-                judged = judge(guesses[c.capture, i][1], arguments[2])
+                judged = judge(guess, arguments[2])
             if judged is None:
                 fixes.append(("range", *arguments))
-            else:  # its summary stays here: only its rows are fixed, in a task
+                continue
+            # its summary stays here: only its rows are fixed, by its task or in a task
+            done.append({"capture": c.capture, "rows": 0, "summary": judged[1]})
+            if fix == judged[0]:
+                if rows:
+                    place(file, c.capture, first + ranges.index((c, i)))
+                done[-1]["rows"] = rows
+            else:
                 fixes.append(("fix", c.capture, judged[0], *arguments))
-                done.append({"capture": c.capture, "rows": 0, "summary": judged[1]})
-        return done + write(fixes, first=len(items))
+        return done + (write(fixes, first=len(items)) if fixes else [])
+
+    def _at_once(self, tasks):
+        """Whether `tasks` tasks run at the same time, in one barrier job: in local mode,
+        within its cores (a cluster's executors may hold fewer slots than it will have, and a
+        barrier job waits for them all; Spark Connect's client cannot tell)."""
+        try:
+            master = self.spark.sparkContext.master
+        except Exception:  # Spark Connect: no SparkContext here
+            return False
+        return master.startswith("local") and tasks <= (_parallelism(self.spark) or 0)
 
     def _guessed_table(self, table):
         """Whether a table's rows can be guessed (guess.py): not where a filter names
         topics, which a range may know only by their ids."""
         return table in GUESSED and not self.options.get("topics")
 
-    def _write_tasks(self, path, job, table, timestamps, compress_values, items, first=0):
+    def _write_tasks(
+        self, path, job, table, timestamps, compress_values, items, first=0, together=False
+    ):
         """Run the tasks `items` in one job: each writes its parts of `table` (task numbers
-        from `first`), or, for a `guess`, its rows to be fixed. Returns their WRITTEN rows."""
+        from `first`), or, for a `guess`, its rows to be fixed. `together`: in a barrier job,
+        every task gathers the facts of all, and a `guess` task fixes its rows itself where
+        its capture's ranges agree (into `_temporary/`). Returns their WRITTEN rows."""
         options = self.options
         schema = _split_schema(table, timestamps, summaries=True)
         base = table_schema(table, timestamps)
@@ -282,6 +310,19 @@ class Dissected:
 
         def write(batches, task):
             return parts.write_capture(batches, path, job, task, table, compress_values)
+
+        def fix_here(spec, blob, task):
+            """A guess task's rows, fixed where every range's facts say how (else None)."""
+            facts, guess = pickle.loads(blob)
+            judged = judged_here(_gathered(path, job, facts), facts, guess)
+            if judged is None:
+                return None
+            made = fixed(judged[0], path, spec["capture"], base)
+            rows = (b.drop_columns(["capture"]) for b in made)
+            out = parts.write_temporary(
+                rows, path, job, f"fixed-{task:05d}", table, compress_values
+            )
+            return out.rows, pickle.dumps((judged[0], out.file), pickle.HIGHEST_PROTOCOL)
 
         def run_task(task, kind, *args):
             if kind == "whole":
@@ -293,7 +334,16 @@ class Dissected:
             if kind == "guess":
                 (spec,) = args
                 blob = run_guess_task(spec, options, table, path, job, f"guess-{task:05d}")
-                return [{"capture": spec["capture"], "rows": 0, "summary": None, "guess": blob}]
+                rows, here = (fix_here(spec, blob, task) if together else None) or (0, None)
+                return [
+                    {
+                        "capture": spec["capture"],
+                        "rows": rows,
+                        "summary": None,
+                        "guess": blob,
+                        "fixed": here,
+                    }
+                ]
             capture, fix, spec, seeds, settled = args  # "fix": its summary is the driver's
             if readable(fix, path):
                 made = (b.drop_columns(["capture"]) for b in fixed(fix, path, capture, base))
@@ -309,9 +359,11 @@ class Dissected:
             for batch in batches:
                 for task, item in arguments(batch):
                     out = run_task(first + task, *item)
+                    if together and item[0] != "guess":
+                        _gathered(path, job, None)  # every task of a barrier job meets
                     yield pa.RecordBatch.from_pylist(out, schema=WRITTEN)
 
-        return tasks.mapInArrow(run, spark_schema(WRITTEN)).collect()
+        return tasks.mapInArrow(run, spark_schema(WRITTEN), barrier=together).collect()
 
     def _write_in_spark(self, path, table, timestamps):
         from pyspark.sql import Observation
@@ -345,6 +397,20 @@ class Dissected:
                 self.warnings.append(message)
                 warnings.warn(message, stacklevel=2)
         return out
+
+
+def _gathered(path, job, facts):
+    """In a barrier job: the facts of every task that has some, once all have said theirs
+    (None: a task without)."""
+    from pyspark import BarrierTaskContext
+
+    context = BarrierTaskContext.get()
+    # A stage run again finds its earlier attempt's files: the same facts, of the same ranges.
+    meeting = f"facts-{context.stageId()}"
+    count, me = len(context.getTaskInfos()), context.partitionId()
+    blob = b"" if facts is None else pickle.dumps(facts, pickle.HIGHEST_PROTOCOL)
+    got = parts.rendezvous(path, job, meeting, count, me, blob)
+    return [pickle.loads(b) for b in got if b]
 
 
 def _joined(batch):
