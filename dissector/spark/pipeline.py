@@ -249,7 +249,7 @@ class Dissected:
         the driver then moves those files into place (`place(file, capture, task)`), and
         runs a second job only for what it judges otherwise. Returns their WRITTEN rows."""
         ranges = [(c, i) for c in self.split for i in range(c.tasks)]
-        first = len(items)
+        ahead = len(items)  # the guess tasks' numbers follow those of the captures read whole
         items = items + [("guess", c.spec(i)) for c, i in ranges]
         done, guesses = [], {}
         for r in write(items, together=self._at_once(len(items))):
@@ -275,7 +275,7 @@ class Dissected:
             done.append({"capture": c.capture, "rows": 0, "summary": judged[1]})
             if fix == judged[0]:
                 if rows:
-                    place(file, c.capture, first + ranges.index((c, i)))
+                    place(file, c.capture, ahead + ranges.index((c, i)))
                 done[-1]["rows"] = rows
             else:
                 fixes.append(("fix", c.capture, judged[0], *arguments))
