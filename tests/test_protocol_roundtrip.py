@@ -198,6 +198,41 @@ def test_roundtrip_from_memoryview(key, name, kind, version):
     assert decode_frame(key, kind, version, memoryview(frame)) == expected
 
 
+PRODUCE_RESPONSES = [v for key, _, kind, v in MESSAGE_VERSIONS if (key, kind) == (0, "response")]
+
+
+@pytest.mark.parametrize("version", PRODUCE_RESPONSES)
+def test_a_produce_responses_assigned_offsets_are_scanned_as_the_decoded_body_gives_them(version):
+    """The records table reads the base offsets a Produce response assigned with a scan of
+    their own (no body decoded): the partitions with no error and an offset of 0 or more, as
+    the decoded body's walk finds them, by topic name, or id from v13."""
+    from dissector.session.exchange import Exchange
+    from dissector.session.modern import decode_later
+    from dissector.tables.records import assigned_offsets
+
+    definition = ke.definition_of(PRODUCE, "response", version)
+    for seed in SEEDS:
+        rng = rng_for("assigned", version, seed)
+        body = ke.random_value(definition, version, rng)
+        expected = {}
+        for topic in body["Responses"]:
+            name = topic["Name"] if "Name" in topic else topic["TopicId"]
+            for i, part in enumerate(topic["PartitionResponses"]):
+                if i % 2 == 0:  # random values are mostly errors: half the partitions taken
+                    part["ErrorCode"], part["BaseOffset"] = 0, rng.randint(0, 2**40)
+                if part["ErrorCode"] == 0 and part["BaseOffset"] >= 0:
+                    expected[name, part["Index"]] = part["BaseOffset"]
+        raw = ke.encode(definition, version, body)
+        assert messages.assigned_offsets(version, raw, 0) == expected
+        # What the records table makes of it, scanned and decoded: an empty name is none.
+        named = {(t or None, p): base for (t, p), base in expected.items()}
+        scanned = (decode_later, PRODUCE, "response", version, raw, 0, None)
+        decoded = messages.decode_body(PRODUCE, "response", version, raw, 0, Context())
+        for response in (scanned, decoded):
+            exchange = Exchange.of({"_response": response})
+            assert assigned_offsets(exchange) == named, (seed, response is scanned)
+
+
 def test_header_versions_follow_the_protocol_rules():
     for key, _, kind, version in MESSAGE_VERSIONS:
         if kind == "request":

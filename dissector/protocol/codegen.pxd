@@ -4,4 +4,5 @@ cdef class Context:
     cdef public list topics, topic_ids, record_sets
     cdef public int top_error, first_error
     cdef public object records, topic, partition, allowance
+    cdef public dict assigned
     cdef public dict fields

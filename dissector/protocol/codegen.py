@@ -31,7 +31,8 @@ TOP_FIELDS = frozenset({"ThrottleTimeMs", "Acks"})
 class Context:
     """What a decoder notes on the way: topic names and ids, the top-level and first nested
     error, TOP_FIELDS, and (scanning) where each record set lies, under which topic and
-    partition.
+    partition; a scan program compiled for it notes a Produce response's base offsets in
+    `assigned`.
     `records(raw, ctx)` gives the value of a record set (default: its size); what a body's
     record sets may decompress to together is kept in `allowance`."""
 
@@ -46,6 +47,7 @@ class Context:
         "partition",
         "record_sets",
         "allowance",
+        "assigned",
     )
 
     def __init__(self, records=None):
@@ -60,6 +62,8 @@ class Context:
         # (topic name or id, partition, start, end) in the scanned buffer
         self.record_sets = []
         self.allowance = None  # what the body's record sets may still decompress to
+        # (topic name or id, partition) -> base offset, by a scan program compiled for it
+        self.assigned = None
 
     @property
     def error(self):

@@ -8,7 +8,7 @@ from dissector.tuples import new as _new  # a NamedTuple from its fields, a C ca
 
 from ..errors import DecodeError
 from . import scanner, schema
-from .apikeys import API_VERSIONS, CONTROLLED_SHUTDOWN
+from .apikeys import API_VERSIONS, CONTROLLED_SHUTDOWN, PRODUCE
 from .codegen import Context
 from .decoder import compile_decoder, compile_program, fill, returning_dict
 from .primitives import string
@@ -56,6 +56,27 @@ def _per_kind(compile_program):
 
 _DECODE_PROGRAMS = _per_kind(compile_program)
 _SCAN_PROGRAMS = _per_kind(scanner.compile_program)
+
+
+def _assigned_program(api_key, version):
+    definition = schema.message(api_key, "response", version)
+    return None if definition is None else scanner.compile_program(definition, version, True)
+
+
+_ASSIGNED_PROGRAMS = ByVersion(_assigned_program)
+
+
+def assigned_offsets(version, buf, pos):
+    """(topic name or id, partition) -> base offset: what the Produce response of `version`
+    at buf[pos:] gave each partition it took (no error, a base offset of 0 or more), read by
+    a scan, without decoding it; None for a version the schema does not have."""
+    program = _ASSIGNED_PROGRAMS.get(PRODUCE, version)
+    if program is None:
+        return None
+    ctx = Context()
+    ctx.assigned = {}
+    scanner.scan(program, buf, pos, ctx)
+    return ctx.assigned
 
 
 def decode_program(api_key, kind, version):

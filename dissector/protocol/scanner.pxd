@@ -6,7 +6,7 @@ cimport cython
 from dissector.protocol.codegen cimport Context
 from dissector.protocol.primitives cimport read_length
 
-cdef int SKIP, TAGS, TOP_ERROR, FIRST_ERROR, FIELD, TOPIC_ID, NULLABLE, PARTITION
+cdef int SKIP, TAGS, TOP_ERROR, FIRST_ERROR, FIELD, TOPIC_ID, NULLABLE, PARTITION, ASSIGNED
 cdef int SIZED, STEP, TOPIC, RECORDS, ARRAY, ARRAY_FIXED, TOPICS
 
 @cython.locals(p="const unsigned char *", end=Py_ssize_t, op=int, width=int, kind=int, n=Py_ssize_t, k=Py_ssize_t, step=Py_ssize_t, size=Py_ssize_t, half=Py_ssize_t, _i=Py_ssize_t, start=Py_ssize_t, ins=tuple)

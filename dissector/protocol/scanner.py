@@ -25,6 +25,10 @@ FIELD = 4  # (name, size, 2 ** (8 * size - 1)): a TOP_FIELDS value, a signed int
 TOPIC_ID = 5  # -: a 16-byte topic id
 NULLABLE = 6  # program: an int8 presence marker, then the struct if >= 0
 PARTITION = 7  # -: the int32 partition index of a struct that holds a record set
+# Of the programs compiled with `assigned=True` only: a Produce response's partition, its
+# int16 error code and the int64 base offset after it, into ctx.assigned (what the broker
+# gave the records the request sent there; see tables/records.py).
+ASSIGNED = -1
 
 # Fields that start with a length or a count: the opcode is one of these kinds plus how that
 # number is encoded (primitives.I16, I32 or VAR), which primitives.read_length reads for all.
@@ -37,10 +41,11 @@ ARRAY_FIXED = 24  # element size: an array of fixed-width elements
 TOPICS = 28  # how each name's length is encoded: an array of topic names
 
 
-def compile_program(definition, version):
-    """The scan program of one version of a message (or header, or embedded data)."""
+def compile_program(definition, version, assigned=False):
+    """The scan program of one version of a message (or header, or embedded data).
+    `assigned`: its partitions' base offsets noted too (ASSIGNED)."""
     layout = Layout(in_range(version, definition["flexibleVersions"]), version)
-    return tuple(_struct(layout, definition["fields"], 0))
+    return tuple(_struct(layout, definition["fields"], 0, assigned))
 
 
 # The partition index beside a record set (ProduceRequest's Index, FetchResponse's
@@ -48,17 +53,22 @@ def compile_program(definition, version):
 _PARTITION_NAMES = ("Index", "PartitionIndex", "Partition")
 
 
-def _struct(layout, fields, depth):
+def _struct(layout, fields, depth, assigned=False):
     out = []
     regular, tagged = layout.fields(fields)
     holds_records = any(f["type"] == "records" for f in regular)
+    offsets = assigned and _gives_offsets(regular)
     for f in regular:
-        if holds_records and f["name"] in _PARTITION_NAMES and f["type"] == "int32":
+        if (holds_records or offsets) and f["name"] in _PARTITION_NAMES and f["type"] == "int32":
             out.append((PARTITION,))
-            continue
-        out += _field(layout, f, depth)
+        elif offsets and f["name"] == "ErrorCode":
+            out.append((ASSIGNED,))  # the error code and the base offset after it
+        elif not (offsets and f["name"] == "BaseOffset"):
+            out += _field(layout, f, depth, assigned)
     if layout.flexible:
-        table = {f["tag"]: tuple(_field(layout, dict(f, tagged=None), depth)) for f in tagged}
+        table = {
+            f["tag"]: tuple(_field(layout, dict(f, tagged=None), depth, assigned)) for f in tagged
+        }
         out.append((TAGS, table))
     # Runs of fixed-width fields with no note are one step.
     merged = []
@@ -70,7 +80,19 @@ def _struct(layout, fields, depth):
     return merged
 
 
-def _field(layout, f, depth):
+def _gives_offsets(fields):
+    """Whether a struct is a Produce response's partition, whose ASSIGNED reads its int16
+    ErrorCode and the int64 BaseOffset right after it (as every version the schema has)."""
+    kinds = [(f["name"], f["type"]) for f in fields]
+    if ("BaseOffset", "int64") not in kinds:
+        return False
+    at = kinds.index(("BaseOffset", "int64"))
+    if at == 0 or kinds[at - 1] != ("ErrorCode", "int16"):
+        raise ValueError("a base offset not right after an int16 ErrorCode")
+    return True
+
+
+def _field(layout, f, depth, assigned=False):
     t = f["type"]
     kind = note_kind(f, depth)
     if t in FIXED:
@@ -91,14 +113,14 @@ def _field(layout, f, depth):
     if t == "records":
         return [(RECORDS + width,)]
     if t == "struct":
-        inner = _struct(layout, f["fields"], depth + 1)
+        inner = _struct(layout, f["fields"], depth + 1, assigned)
         return [(NULLABLE, tuple(inner))] if layout.nullable(f) else inner
     if t.startswith("[]"):
         elem = t[2:]
         if kind == "topics":
             return [(TOPICS + width, layout.width(dict(f, type=elem)))]
         if elem == "struct":
-            element = _struct(layout, f["fields"], depth + 1)
+            element = _struct(layout, f["fields"], depth + 1, assigned)
         elif elem in FIXED:
             return [(ARRAY_FIXED + width, FIXED[elem][1])]
         else:
@@ -217,6 +239,14 @@ def _rare(ins, buf, pos, ctx):
         n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
         ctx.partition = n
         return pos + 4
+    if op == ASSIGNED:
+        if pos + 10 > len(buf):
+            raise IndexError
+        error = int.from_bytes(buf[pos : pos + 2], "big", signed=True)
+        base = int.from_bytes(buf[pos + 2 : pos + 10], "big", signed=True)
+        if base >= 0 and not error:
+            ctx.assigned[ctx.topic, ctx.partition] = base
+        return pos + 10
     if op == NULLABLE:
         if buf[pos] < 0x80:  # an int8 below zero: null
             return run(ins[1], buf, pos + 1, ctx)
