@@ -123,7 +123,8 @@ def split_in_process(split, table, opts, rng, timestamps="us", guess=False, coun
         if guess:
             for k in rng.sample(range(len(ranges)), len(ranges)):
                 c, i = ranges[k]
-                blob = run_guess_task(c.spec(i), opts, table, root, "job", f"guess-{k}")
+                made = run_guess_task(c.spec(i), opts, table, root, "job", f"guess-{k}")
+                blob = pickle.dumps(made)  # its own copy for each judge: judging adds to it
                 guesses[c.capture, i] = pickle.loads(blob)
                 here[c.capture, i] = blob
             first = [guesses[c.capture, i][0] for c, i in ranges]

@@ -68,14 +68,11 @@ _ASSIGNED_PROGRAMS = ByVersion(_assigned_program)
 
 def assigned_offsets(version, buf, pos):
     """(topic name or id, partition) -> base offset: what the Produce response of `version`
-    at buf[pos:] gave each partition it took (no error, a base offset of 0 or more), read by
-    a scan, without decoding it; None for a version the schema does not have."""
-    program = _ASSIGNED_PROGRAMS.get(PRODUCE, version)
-    if program is None:
-        return None
+    (one the schema has) at buf[pos:] gave each partition it took (no error, a base offset of
+    0 or more), read by a scan, without decoding it."""
     ctx = Context()
     ctx.assigned = {}
-    scanner.scan(program, buf, pos, ctx)
+    scanner.scan(_ASSIGNED_PROGRAMS.get(PRODUCE, version), buf, pos, ctx)
     return ctx.assigned
 
 

@@ -27,7 +27,6 @@ facts (`judged_here`), and the driver keeps what it judges the same.
                                               └▶ the others: `rows` tasks ─────────┘
 """
 
-import pickle
 import secrets
 
 import numpy as np
@@ -54,7 +53,7 @@ IPC = pa.ipc.IpcWriteOptions(compression="lz4")
 def run_guess_task(spec, options, table, path, job, name):
     """A `guess` task over one range: its rows written to `<path>/_temporary/<job>/<name>
     .arrow` (the declared schema; the range's own rows first, then those of the ends of the
-    connections open at its end); returns (facts, guess) pickled."""
+    connections open at its end); returns (facts, guess)."""
     from ..tables import arrow_batches
 
     suffix = f"#{secrets.token_hex(16)}"  # after an unknown topic id: no name in a capture
@@ -90,7 +89,7 @@ def run_guess_task(spec, options, table, path, job, name):
         "summary": summary,
         "ended": [row for rows in run.ended_rows.values() for row in rows],
     }
-    return pickle.dumps((facts, guess), pickle.HIGHEST_PROTOCOL)
+    return facts, guess
 
 
 def _ipc_writer(sink, schema):
@@ -99,9 +98,10 @@ def _ipc_writer(sink, schema):
 
 def judge(guess, settled):
     """How a range's guessed rows become its rows, given what the driver settled for it: a
-    dict for `fixed`, and the summary row of its task; None where they cannot be (a topic
-    name learned otherwise than settled, a connection its rows name that the truth does not
-    carry in, a kept end that learned or looked something up)."""
+    dict for `fixed`, and the summary row of its task (the guess's summary is added to);
+    None where they cannot be (a topic name learned otherwise than settled, a connection its
+    rows name that the truth does not carry in, a kept end that learned or looked something
+    up)."""
     names = renames(guess["topics"], settled.topics, guess["suffix"])
     if names is None:
         return None

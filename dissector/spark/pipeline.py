@@ -311,9 +311,8 @@ class Dissected:
         def write(batches, task):
             return parts.write_capture(batches, path, job, task, table, compress_values)
 
-        def fix_here(spec, blob, task):
+        def fix_here(spec, facts, guess, task):
             """A guess task's rows, fixed where every range's facts say how (else None)."""
-            facts, guess = pickle.loads(blob)
             judged = judged_here(_gathered(path, job, facts), facts, guess)
             if judged is None:
                 return None
@@ -333,8 +332,10 @@ class Dissected:
                 return [write(made, task)]
             if kind == "guess":
                 (spec,) = args
-                blob = run_guess_task(spec, options, table, path, job, f"guess-{task:05d}")
-                rows, here = (fix_here(spec, blob, task) if together else None) or (0, None)
+                facts, guess = run_guess_task(spec, options, table, path, job, f"guess-{task:05d}")
+                # pickled for the driver before judging here adds to the guess's summary
+                blob = pickle.dumps((facts, guess), pickle.HIGHEST_PROTOCOL)
+                rows, here = (fix_here(spec, facts, guess, task) if together else None) or (0, None)
                 return [
                     {
                         "capture": spec["capture"],

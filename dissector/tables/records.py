@@ -145,11 +145,10 @@ def assigned_offsets(e):
     a decoded one has its own layout walked. An empty topic name is no name, in both."""
     names = e.topic_names
     body = e._response
-    if body.__class__ is LazyBody and body[0] is decode_later:
+    if body.__class__ is LazyBody and body[0] is decode_later:  # its version's scan worked
         _decode, _key, _kind, version, data, pos, _records = body
         found = messages.assigned_offsets(version, data, pos)
-        if found is not None:
-            return {(names.get(t, t) if t else None, p): base for (t, p), base in found.items()}
+        return {(names.get(t, t) if t else None, p): base for (t, p), base in found.items()}
     body = e.response
     if body.__class__ is not dict:
         return {}
