@@ -88,7 +88,8 @@ main()
 
 
 def _table(python_path: Path, capture: Path, out: Path, *extra: str) -> tuple[str, str]:
-    """The table's text and the file the run's `dissector.flow` came from."""
+    """The table's text and the summary printed, and the file the run's `dissector.flow`
+    came from."""
     done = subprocess.run(
         [sys.executable, "-c", RUN, "analyze", str(capture), "--no-progress", "-o", str(out)]
         + list(extra),
@@ -99,7 +100,8 @@ def _table(python_path: Path, capture: Path, out: Path, *extra: str) -> tuple[st
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    return out.read_text(), done.stderr.strip().splitlines()[-1]
+    summary = done.stdout.replace(str(out), "OUT")
+    return out.read_text() + summary, done.stderr.strip().splitlines()[-1]
 
 
 @pytest.mark.parametrize(
@@ -107,6 +109,7 @@ def _table(python_path: Path, capture: Path, out: Path, *extra: str) -> tuple[st
     [
         ("confluent-kafka.pcap", ()),
         ("compression.pcap", ("--table", "records")),
+        ("compression.pcap", ("--decompress",)),
         ("group-rebalance.pcap", ("--table", "partitions")),
         ("legacy-0.7-mixed.pcap", ()),
         ("sasl.pcap", ("--table", "streams")),

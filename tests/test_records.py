@@ -24,6 +24,9 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from dissector.protocol.records import STATUSES, Limits, decode_record_set
+from dissector.protocol.records.census import measure
+from dissector.protocol.records.common import CODEC_NAMES, DEFAULT_LIMITS, Allowance
+from dissector.tables.partitions import record_summary
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = range(5)
 TEXT = b"the quick brown fox jumps over the lazy dog; "
@@ -579,6 +582,116 @@ def test_the_record_sets_of_one_body_share_one_allowance():
     assert results[-1]["batches"][0]["status"] == "decompression_bomb"
     alone = [decode(one_batch) for _ in range(3)]  # without a context: a set on its own
     assert all(r["batches"][0]["status"] == "ok" for r in alone)
+
+
+# --- measured, not decoded (the summary with --decompress) -------------------------------
+
+
+def summarised(raw, limits=DEFAULT_LIMITS, allowance=None):
+    """What the partitions table's record_summary makes of the decoded set."""
+    s = record_summary(decode_record_set(raw, limits, allowance or Allowance(limits)))
+    codecs = {codec: list(sizes) for codec, sizes in s["codecs"].items()}
+    return s["batches"], s["records"], s["control_records"], s["uncompressed_bytes"], codecs
+
+
+def measured(raw, limits=DEFAULT_LIMITS, allowance=None):
+    """census.measure of `raw` where it lies inside a larger body."""
+    body = b"head" + raw + b"tail"
+    return measure(body, 4, 4 + len(raw), limits, allowance or Allowance(limits))
+
+
+BATCHES_ONLY = Limits(records=False)  # what the session decodes with --decompress
+CONTROL = make_v2(record(0, struct.pack(">hh", 0, 1), struct.pack(">hi", 0, 3)), 1, 0x30)
+
+
+@pytest.mark.parametrize("limits", [DEFAULT_LIMITS, BATCHES_ONLY, Limits(max_output=20_000)])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "every codec",
+        "unknown codec",
+        "negative count",
+        "count past the limit",
+        "damaged payload",
+        "short, unknown magic, no magic",
+        "cut last batch",
+        "negative length",
+        "control batch",
+        "empty",
+    ],
+)
+def test_a_record_set_measured_gives_what_its_decoding_summarises(case, limits):
+    """Batches, data and control records, the uncompressed size and each codec's sizes, as
+    the summary shows them with --decompress: measured without a dict, equal to the
+    decoded set's summary, failures included (a batch that fails leaves sizes unknown)."""
+    codecs = b"".join(v2(sample(40), codec=c, base_offset=40 * c) for c in range(5))
+    body = record(0, b"k", b"v")
+    raw = {
+        "every codec": codecs,
+        "unknown codec": patch_v2(v2(sample(4), codec=GZIP), attributes=6) + codecs,
+        "negative count": make_v2(zlib.compress(body), -3, attributes=GZIP) + codecs,
+        "count past the limit": make_v2(gzip_bytes(body), 10_000_001, attributes=GZIP),
+        "damaged payload": make_v2(b"\x1f\x8b" + bytes(30), 1, attributes=GZIP) + codecs,
+        "short, unknown magic, no magic": struct.pack(">qiib", 0, 20, 0, 2)
+        + bytes(15)
+        + struct.pack(">qiib", 0, 10, 0, 7)
+        + bytes(5)
+        + struct.pack(">qi", 0, 3)
+        + bytes(3)
+        + codecs,
+        "cut last batch": codecs + v2(sample(5), codec=ZSTD)[:-7],
+        "negative length": codecs + struct.pack(">qi", 0, -20) + bytes(40),
+        "control batch": v2(sample(3), codec=SNAPPY) + CONTROL,
+        "empty": b"",
+    }[case]
+    assert measured(raw, limits) == summarised(raw, limits)
+
+
+def test_measured_batches_draw_on_the_bodys_allowance_as_decoded_ones(gzip_bomb, zstd_bomb):
+    """Bombs, and 3,000 batches each under the ratio's floor, split over two record sets of
+    one body: the same batches pass and fail, so the same sizes are known."""
+    one_batch = make_v2(
+        zstandard.ZstdCompressor().compress(record(0, b"k", bytes(1_000_000))), 1,
+        attributes=ZSTD,
+    )  # fmt: skip
+    small = v2(sample(3), codec=LZ4)
+    first, second = one_batch * 1500, one_batch * 1500 + small
+    shared = [Allowance(DEFAULT_LIMITS), Allowance(DEFAULT_LIMITS)]
+    got = [measured(raw, allowance=shared[0]) for raw in (first, second)]
+    assert got == [summarised(raw, allowance=shared[1]) for raw in (first, second)]
+    # One such batch alone is measured; after what the body's sets spent, it is a bomb.
+    assert measured(one_batch)[3] > 1_000_000
+    assert measured(one_batch, allowance=shared[0]) == summarised(one_batch, allowance=shared[1])
+    assert measured(one_batch, allowance=shared[0])[3] is None
+    for bomb, codec in ((gzip_bomb, GZIP), (zstd_bomb, ZSTD)):
+        raw = make_v2(bomb, 1, attributes=codec) + v2(sample(2), codec=codec)
+        assert measured(raw) == summarised(raw)
+        assert measured(raw)[4][CODEC_NAMES[codec]][1] is None
+
+
+def test_a_record_set_with_magic_0_or_1_messages_is_left_to_the_decoder():
+    assert measured(v2(sample(3)) + legacy(1, GZIP, n=3)) is None
+    assert measured(legacy(0, NONE, n=2)) is None
+
+
+V2_SET = CONTROL + b"".join(v2(sample(12), codec=c, base_offset=12 * c) for c in range(5))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    flips=st.lists(st.tuples(st.integers(0, len(V2_SET) - 1), st.integers(0, 255)), max_size=8),
+    cut=st.integers(0, len(V2_SET)),
+)
+def test_a_damaged_record_set_measured_gives_what_its_decoding_summarises(flips, cut):
+    raw = bytearray(V2_SET)
+    for index, value in flips:
+        raw[index] = value
+    raw = bytes(raw[:cut])
+    got = measured(raw, BATCHES_ONLY)
+    if got is None:  # a flipped magic byte made a magic 0 or 1 message
+        assert any(b["magic"] in (0, 1) for b in decode_record_set(raw)["batches"])
+    else:
+        assert got == summarised(raw, BATCHES_ONLY)
 
 
 # --- hostile records ------------------------------------------------------------------------

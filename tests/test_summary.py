@@ -10,7 +10,7 @@ from synth import Capture, Connection
 
 import dissector
 from dissector.flow import EVASIONS
-from dissector.tables.summary import Distribution, Summary, capture_notes
+from dissector.tables.summary import VOLUME, Distribution, Summary, capture_notes
 
 SAMPLE = "captures/confluent-kafka.pcap"
 
@@ -64,6 +64,29 @@ def test_summaries_of_parts_merge_into_the_whole():
     assert sum(big.buckets.values()) == big.count  # every value counted once
     truth = pd.Series([float(p * 10 + x % 7 + 1) for p in range(3) for x in range(big.count // 3)])
     assert big.quantile(0.5) == pytest.approx(truth.quantile(0.5), rel=0.011)
+
+
+@pytest.mark.parametrize("name", ["compression", "transactions", "kafka-python"])
+def test_the_volume_with_decompress_is_the_partitions_tables(name):
+    """With --decompress the summary measures each compressed batch without decoding the
+    body: its volume by API and topic is the sum of the partitions table's rows, decoded,
+    an unknown size staying unknown."""
+    path = f"captures/{name}.pcap"
+    summary = Summary(decompress=True)
+    for e in dissector.dissect(path, decompress=True):
+        summary.add(e)
+    parts = dissector.read_pcap(path, table="partitions", decompress=True)
+    parts = parts[parts["bytes"].fillna(0) > 0]
+    expected = {
+        key: {c: None if rows[c].isna().any() else int(rows[c].sum()) for c in VOLUME}
+        for key, rows in parts.groupby(["api_name", "topic"])
+    }
+    got = {(r["api_name"], r["topic"]): {c: r[c] for c in VOLUME} for r in summary.volume()}
+    assert got == expected and got
+    if name == "compression":  # each codec's batches measured at their uncompressed size
+        codecs = summary.codecs()
+        assert {r["codec"] for r in codecs} == {"gzip", "lz4", "snappy", "zstd"}
+        assert all(r["uncompressed_bytes"] > r["bytes"] > 0 for r in codecs)
 
 
 # ---------------------------------------------------------------- notes on the capture

@@ -11,8 +11,10 @@ from collections import Counter, defaultdict
 from functools import partial
 
 from ..protocol.apikeys import FETCH, PRODUCE
-from ..protocol.records.census import census
-from ..session.exchange import STATUSES, UNANSWERED
+from ..protocol.records.census import census, measure
+from ..protocol.records.common import Allowance
+from ..session.exchange import STATUSES, UNANSWERED, LazyBody
+from ..session.modern import decode_later
 from .partitions import exchange_partitions
 
 QUANTILES = (("p50_ms", 0.5), ("p95_ms", 0.95), ("p99_ms", 0.99))
@@ -148,7 +150,8 @@ class Summary:
     """Feed exchanges with add(); read rows with apis(), volume(), or the whole as text().
 
     Volume comes from a census of the record sets the session found (no decoding); with
-    decompress, from the decoded bodies instead, for the uncompressed sizes.
+    decompress, each compressed batch is decompressed to measure it (census.measure), and
+    bodies the session did not only scan are read decoded.
     """
 
     def __init__(self, decompress=False):
@@ -179,10 +182,12 @@ class Summary:
             if e.status == UNANSWERED:
                 api.unanswered += 1
         if e.api_key in (PRODUCE, FETCH) and e.protocol == "0.8+":
-            if self.decompress or e.record_sets is None:
+            if e.record_sets is None:
                 self._add_decoded_volume(e)
-            else:
+            elif not self.decompress:
                 self._add_census(e)
+            elif not self._add_measured(e):
+                self._add_decoded_volume(e)
 
     def _add_census(self, e):
         """Volume counted from the record sets' headers, as the session found them (2.5 record
@@ -198,6 +203,32 @@ class Summary:
                 if codecs:  # compressed bytes, their uncompressed size unknown
                     for codec, n in codecs.items():
                         self._codecs[(api, codec)].add((n, None))
+
+    def _add_measured(self, e):
+        """Volume with uncompressed sizes, each compressed batch decompressed within the
+        body's allowance as decoding it would (the same figures, no dict made); False, with
+        nothing added, where the body is not only scanned or holds magic 0/1 messages."""
+        side, data, sets = e.record_sets
+        body = e._request if side == "request" else e._response
+        if body.__class__ is not LazyBody or body[0] is not decode_later or body[-1] is None:
+            return False
+        limits = body[-1].limits
+        allowance = Allowance(limits)  # the body's record sets share one
+        data = data if data.__class__ is bytes else bytes(data)
+        found = []
+        for topic, _, start, end in sets:
+            if end > start:
+                measured = measure(data, start, end, limits, allowance)
+                if measured is None:
+                    return False
+                found.append((topic, end - start, measured))
+        api, names = e.api_name, e.topic_names
+        for topic, size, (batches, records, control, raw, codecs) in found:
+            name = names.get(topic, topic) if topic else None  # no name: as decoded
+            self._volume[(api, name)].add((batches, records, control, size, raw))
+            for codec, sizes in codecs.items():
+                self._codecs[(api, codec)].add(sizes)
+        return True
 
     def _add_decoded_volume(self, e):
         """Volume from the decoded bodies (the partitions table's rows): their `codecs` map
