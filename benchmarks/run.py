@@ -13,6 +13,7 @@ after round of every command, so a change of machine load touches them all alike
 
 * ``tshark -r F -d tcp.port==P,kafka -T fields -e frame.number -e kafka.api_key ...``;
 * ``kafka-dissect analyze F --no-progress`` (the summary);
+* ``kafka-dissect analyze F --no-progress --decompress`` (the summary with uncompressed sizes);
 * ``kafka-dissect analyze F --no-progress -o pairs.parquet``;
 * ``dissector.dissect(F)`` iterated, keeping counters only;
 * ``kafka-dissect analyze F --no-progress --table records -o records.parquet``;
@@ -201,6 +202,7 @@ def commands(capture: Capture, tmp: Path) -> list[Command]:
     return [
         Command("tshark", "tshark -T fields", [*tshark, *fields]),
         Command("summary", "kafka-dissect analyze", analyze),
+        Command("decompress", "kafka-dissect analyze --decompress", [*analyze, "--decompress"]),
         Command("parquet", "kafka-dissect analyze -o pairs.parquet", [*analyze, "-o", parquet]),
         Command("streamed", "dissector.dissect() streamed", [PY, "-c", STREAMED, path, *keys]),
         Command("records", "kafka-dissect analyze --table records -o records.parquet", records),
