@@ -36,8 +36,9 @@ def add_dissection_arguments(p):
         "--max-ratio",
         type=int,
         default=Options.max_ratio,
-        help="decompressed to compressed bytes, over a request's or response's record sets, "
-        "beyond which a batch is reported as a bomb (default %(default)s)",
+        help="decompressed to compressed bytes, over a request's or response's record sets "
+        "and over the whole run, beyond which a batch is reported as a bomb (default "
+        "%(default)s)",
     )
     p.add_argument(
         "--max-frame",

@@ -24,7 +24,7 @@ class Options:
     # uncompressed size ("full" always does).
     decompress: bool = False
     max_decompressed: int = 256 * 1024 * 1024  # bytes one body's record sets decompress to
-    max_ratio: int = 1000  # decompressed/compressed ratio beyond which a batch is a bomb
+    max_ratio: int = 1000  # decompressed/compressed, per body and per run: past it, a bomb
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     # An NSS key log (SSLKEYLOGFILE) with the secrets of TLS connections; read again for the
     # sessions it does not hold yet, as a live capture's clients add to it.

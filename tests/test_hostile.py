@@ -187,6 +187,44 @@ def test_record_sets_of_one_request_cannot_add_up_past_the_bounds(tmp_path):
     assert produce["bombs"] > 2900
 
 
+def test_requests_one_after_another_cannot_add_up_past_the_runs_ratio(tmp_path):
+    """3,000 Produce requests of one zstd batch each, a record of 1,000,000 zero bytes from
+    120 bytes: each request alone stays under the 1 MiB floor of its own ratio (3 GB from
+    a 530 KB capture, all `ok`, if each were bounded alone). The ratio holds over the run:
+    streamed with every record, and as the records table, in children limited to 1 GiB,
+    the first batch is read and every later one is a bomb."""
+    import pyarrow.parquet as pq
+    import zstandard
+    from kafka_encoder import encode_request
+    from test_records import ZSTD, make_v2, record
+
+    batch = make_v2(
+        zstandard.ZstdCompressor().compress(record(0, b"k", bytes(1_000_000))), 1,
+        attributes=ZSTD,
+    )  # fmt: skip
+    body = {
+        "TransactionalId": None,
+        "Acks": 1,
+        "TimeoutMs": 1000,
+        "TopicData": [{"Name": "t", "PartitionData": [{"Index": 0, "Records": batch}]}],
+    }
+    requests = [frame_bytes(encode_request(0, 7, i, "c", body)) for i in range(2, 3002)]
+    path = kafka_then(tmp_path, b"".join(requests))
+    res = bounded([sys.executable, "-c", RECORDS_CHILD, str(path)], timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    produced = json.loads(res.stdout)
+    assert len(produced) == 3000 and all(p["batches"] == 1 for p in produced)
+    assert [p["bombs"] for p in produced] == [0] + [1] * 2999
+    assert sum(p["bytes"] for p in produced) < 2 << 20  # of 3 GB
+    out = tmp_path / "records.parquet"
+    cli = [sys.executable, "-m", "dissector.cli", "analyze", str(path), "--no-progress"]
+    res = bounded([*cli, "--table", "records", "-o", str(out)], timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    table = pq.read_table(out, columns=["correlation_id", "value"])
+    assert table.column("correlation_id").to_pylist() == [2]
+    assert out.stat().st_size < 2 << 20
+
+
 def test_two_million_records_in_one_batch_become_a_table_in_bounded_memory(tmp_path):
     """One zstd batch of 2,000,000 minimal records (no key, no value, no header), 1.6 MB in
     the capture: the records table reads them into columns a batch of rows at a time, never

@@ -25,7 +25,12 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from dissector.protocol.records import STATUSES, Limits, decode_record_set
 from dissector.protocol.records.census import measure
-from dissector.protocol.records.common import CODEC_NAMES, DEFAULT_LIMITS, Allowance
+from dissector.protocol.records.common import (
+    CODEC_NAMES,
+    DEFAULT_LIMITS,
+    RATIO_FLOOR,
+    Allowance,
+)
 from dissector.tables.partitions import record_summary
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = range(5)
@@ -692,6 +697,31 @@ def test_a_damaged_record_set_measured_gives_what_its_decoding_summarises(flips,
         assert any(b["magic"] in (0, 1) for b in decode_record_set(raw)["batches"])
     else:
         assert got == summarised(raw, BATCHES_ONLY)
+
+
+def test_the_bodies_of_one_run_share_its_ratio():
+    """3,000 bodies, each one zstd batch of a record of 1,000,000 zero bytes from about 120
+    bytes: each body alone stays under the 1 MiB floor of its own ratio, so body after body
+    would decompress 3 GB from 360 KB. The ratio holds over the decoder's run too: once past
+    the floor, every later batch is a bomb, and a decoder of its own starts a new run."""
+    from dissector.options import Options
+    from dissector.protocol.codegen import Context
+
+    zeros = record(0, b"k", bytes(1_000_000))
+    one_batch = make_v2(zstandard.ZstdCompressor().compress(zeros), 1, attributes=ZSTD)
+    decode = Options(records="full").record_decoder()
+    results = [decode(one_batch, Context(decode)) for _ in range(3000)]
+    batches = [r["batches"][0] for r in results]
+    assert [b["status"] for b in batches] == ["ok"] + ["decompression_bomb"] * 2999
+    assert batches[1]["error"].endswith("passes the ratio 1000 over the run")
+    assert sum(decoded_bytes(r) for r in results) == len(zeros)
+    assert (decode.spent.out, decode.spent.taken) == (len(zeros), len(one_batch) - 61)
+    fresh = Options(records="full").record_decoder()
+    assert fresh(one_batch, Context(fresh))["batches"][0]["status"] == "ok"
+    # Ordinary traffic after it keeps the run's ratio low, past the floor: none held back.
+    text = [v2(sample(40), codec=ZSTD) for _ in range(50)]
+    assert all(decode(t, Context(decode))["batches"][0]["status"] == "ok" for t in text)
+    assert decode.spent.out > RATIO_FLOOR
 
 
 # --- hostile records ------------------------------------------------------------------------

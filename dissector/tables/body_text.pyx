@@ -40,7 +40,7 @@ from ..errors import DecodeError
 from ..protocol.decoder import OPCODES
 from ..protocol.messages import decode_program
 from ..protocol.primitives import tagged_fields, uuid_text
-from ..protocol.records.common import CODEC_NAMES, Allowance, BatchError
+from ..protocol.records.common import CODEC_NAMES, BatchError
 from ..protocol.records.batch import HEADER_SIZE, MIN_RECORD, crc_matches, records_bytes
 from ..protocol.records.record_set import RecordSets
 from .bodies import body_utf8
@@ -453,12 +453,12 @@ cdef bint _batch_headers(_Text out, bytes raw, const unsigned char *p, Py_ssize_
     allowance = None
     if limits.records:
         if records.allowance is None:
-            records.allowance = Allowance(limits)
+            records.allowance = records.records.allowance()
         allowance = records.allowance
-        before = (allowance.left, allowance.out, allowance.taken)
+        before = allowance.saved()
     if not _batches(out, raw, p, start, stop, limits, allowance):
         if allowance is not None:
-            allowance.left, allowance.out, allowance.taken = before
+            allowance.restore(before)
         return False
     return True
 

@@ -40,7 +40,7 @@ from ..protocol.records.batch import (
     read_records,
     records_bytes,
 )
-from ..protocol.records.common import CODEC_NAMES, CORRUPT_RECORDS, OK, Allowance, BatchError
+from ..protocol.records.common import CODEC_NAMES, CORRUPT_RECORDS, OK, BatchError
 from ..protocol.records.message_set import LOG_OVERHEAD, decode_message
 from ..session.exchange import LazyBody
 from ..session.modern import decode_later
@@ -315,7 +315,7 @@ cdef class RecordColumns:
         limits = body[-1].limits
         cdef bytes raw = data if data.__class__ is bytes else bytes(data)
         view = memoryview(raw)
-        allowance = Allowance(limits)  # the body's record sets share one
+        allowance = body[-1].allowance()  # the body's record sets share one
         names = e.topic_names
         assigned = assigned_offsets(e) if side == "request" and e.api_key == PRODUCE else None
         frame = e.request_frame if side == "request" else e.response_frame

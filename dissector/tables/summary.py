@@ -12,7 +12,6 @@ from functools import partial
 
 from ..protocol.apikeys import FETCH, PRODUCE
 from ..protocol.records.census import census, measure
-from ..protocol.records.common import Allowance
 from ..session.exchange import STATUSES, UNANSWERED, LazyBody
 from ..session.modern import decode_later
 from .partitions import exchange_partitions
@@ -213,7 +212,7 @@ class Summary:
         if body.__class__ is not LazyBody or body[0] is not decode_later or body[-1] is None:
             return False
         limits = body[-1].limits
-        allowance = Allowance(limits)  # the body's record sets share one
+        allowance = body[-1].allowance()  # the body's record sets share one
         data = data if data.__class__ is bytes else bytes(data)
         found = []
         for topic, _, start, end in sets:

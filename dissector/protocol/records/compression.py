@@ -41,7 +41,7 @@ _I32 = struct.Struct(">i")
 
 class Meter:
     """Stops one decompression once the output passes what its Allowance has left, or the
-    body's output so far passes the allowed ratio to its input so far."""
+    output so far of the body, or of its run, passes the allowed ratio to its input so far."""
 
     __slots__ = ("allowance", "nested")
 
@@ -56,16 +56,21 @@ class Meter:
                 f"output passes the limit of {a.limit} bytes"
                 + ("" if a.left == a.limit else " of the body's record sets, all together")
             )
-        total = a.out + out
-        taken = a.taken + (0 if self.nested else consumed)
-        if total > RATIO_FLOOR and total > a.ratio * max(taken, 1):
-            raise DecompressionBomb(
-                f"{total} bytes from {taken} compressed bytes passes the ratio {a.ratio}"
-            )
+        consumed = 0 if self.nested else consumed
+        _ratio(a.out + out, a.taken + consumed, a.ratio, "")
+        if a.run is not None:
+            _ratio(a.run.out + out, a.run.taken + consumed, a.ratio, " over the run")
 
     def room(self, out):
         """How much to ask for next: one byte past the budget is enough to see it passed."""
         return max(1, min(_OUT_CHUNK, self.allowance.left - out + 1))  # 0: unbounded to zlib
+
+
+def _ratio(total, taken, ratio, where):
+    if total > RATIO_FLOOR and total > ratio * max(taken, 1):
+        raise DecompressionBomb(
+            f"{total} bytes from {taken} compressed bytes passes the ratio {ratio}{where}"
+        )
 
 
 def decompress(codec, data, limits, allowance=None, nested=False):
@@ -86,10 +91,7 @@ def decompress(codec, data, limits, allowance=None, nested=False):
         out = _decompress(codec, data, meter)
     except (zlib.error, isal_zlib.error, cramjam.DecompressionError, zstandard.ZstdError) as e:
         raise DecompressionFailed(f"{codec_name(codec)}: {e}") from None
-    allowance.left -= len(out)
-    allowance.out += len(out)
-    if not nested:
-        allowance.taken += len(data)
+    allowance.spend(len(out), 0 if nested else len(data))
     return out
 
 

@@ -9,7 +9,7 @@ import struct
 from . import common
 from .batch import blank as blank_batch
 from .batch import decode_batch
-from .common import DEFAULT_LIMITS, Allowance
+from .common import DEFAULT_LIMITS, Allowance, Spent
 from .message_set import LOG_OVERHEAD, decode_message
 
 _OFFSET_LENGTH = struct.Struct(">qi")
@@ -76,16 +76,23 @@ def _truncate(result, left):
 class RecordSets:
     """The record sets of body after body (Options.record_decoder): called with a body's
     decoding Context, its record sets share one Allowance, so that what a body may
-    decompress to is bounded however many record sets it holds."""
+    decompress to is bounded however many record sets it holds; and every body's Allowance
+    draws on the decoder's Spent, so that the ratio holds over the run as well. Without a
+    Context, a record set is bounded on its own."""
 
-    __slots__ = ("limits",)
+    __slots__ = ("limits", "spent")
 
     def __init__(self, limits=DEFAULT_LIMITS):
         self.limits = limits
+        self.spent = Spent()
+
+    def allowance(self):
+        """A new body's Allowance, in this run."""
+        return Allowance(self.limits, self.spent)
 
     def __call__(self, raw, ctx=None):
         if ctx is None:
             return decode_record_set(raw, self.limits)
         if ctx.allowance is None:
-            ctx.allowance = Allowance(self.limits)
+            ctx.allowance = self.allowance()
         return decode_record_set(raw, self.limits, ctx.allowance)
