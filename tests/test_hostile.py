@@ -192,7 +192,8 @@ def test_requests_one_after_another_cannot_add_up_past_the_runs_ratio(tmp_path):
     120 bytes: each request alone stays under the 1 MiB floor of its own ratio (3 GB from
     a 530 KB capture, all `ok`, if each were bounded alone). The ratio holds over the run:
     streamed with every record, and as the records table, in children limited to 1 GiB,
-    the first batch is read and every later one is a bomb."""
+    the first batch is read and every later one is a bomb. The records table has rows for
+    the records read; the partitions table counts the batches that were not."""
     import pyarrow.parquet as pq
     import zstandard
     from kafka_encoder import encode_request
@@ -223,6 +224,15 @@ def test_requests_one_after_another_cannot_add_up_past_the_runs_ratio(tmp_path):
     table = pq.read_table(out, columns=["correlation_id", "value"])
     assert table.column("correlation_id").to_pylist() == [2]
     assert out.stat().st_size < 2 << 20
+    parts = tmp_path / "partitions.parquet"
+    res = bounded([*cli, "--records", "full", "--table", "partitions", "-o", str(parts)], 120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    rows = pq.read_table(parts, columns=["failed_batches", "batch_errors"]).to_pylist()
+    assert (
+        rows
+        == [{"failed_batches": 0, "batch_errors": None}]
+        + [{"failed_batches": 1, "batch_errors": "decompression_bomb"}] * 2999
+    )
 
 
 def test_two_million_records_in_one_batch_become_a_table_in_bounded_memory(tmp_path):

@@ -674,6 +674,21 @@ def test_measured_batches_draw_on_the_bodys_allowance_as_decoded_ones(gzip_bomb,
         assert measured(raw)[4][CODEC_NAMES[codec]][1] is None
 
 
+def test_a_record_sets_summary_counts_the_batches_that_failed(gzip_bomb):
+    """The partitions table's failed_batches and batch_errors: batches whose status is not
+    ok, and their statuses; a CRC that does not match is not a failure (its records are
+    read)."""
+    good = v2(sample(3), codec=GZIP)
+    bad_crc = patch_v2(v2(sample(2)), crc=1)
+    unknown = patch_v2(v2(sample(4), codec=GZIP), attributes=6)
+    raw = good + make_v2(gzip_bomb, 1, attributes=GZIP) + bad_crc + unknown + good
+    summary = record_summary(decode_record_set(raw))
+    assert summary["batches"] == 5 and summary["failed_batches"] == 2
+    assert summary["batch_errors"] == "decompression_bomb,unknown_codec"
+    clean = record_summary(decode_record_set(good + bad_crc))
+    assert (clean["failed_batches"], clean["batch_errors"]) == (0, None)
+
+
 def test_a_record_set_with_magic_0_or_1_messages_is_left_to_the_decoder():
     assert measured(v2(sample(3)) + legacy(1, GZIP, n=3)) is None
     assert measured(legacy(0, NONE, n=2)) is None

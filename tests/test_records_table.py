@@ -13,6 +13,8 @@ from collections import Counter
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 import pytest
 from samples import client_captures
 
@@ -189,6 +191,55 @@ def test_megabytes_of_values_equal_the_rows_path(tmp_path):
     for max_rows, max_bytes in ((65536, 64 << 20), (65536, 2 << 20), (1, 1 << 30), (3, 1 << 30)):
         got = columns_table(path, max_rows, max_bytes)
         assert got.equals(expected), (max_rows, max_bytes)
+
+
+def test_record_sets_with_entries_that_fail_equal_the_rows_path(tmp_path):
+    """Entries of no known magic, a batch header cut short, counts that fail, a payload that
+    does not decompress, records that do not parse, between good batches, in a Produce
+    request whose response assigns offsets and in a Fetch response: the compiled builder
+    gives the rows path's table, offsets included (every entry holds its place)."""
+    pytest.importorskip("dissector.tables.record_columns", reason="built without a C compiler")
+    import struct
+
+    from kafka_encoder import encode_request, encode_response
+    from synth import Capture, Connection
+    from test_records import GZIP, make_v2, record, sample, v2
+
+    entries = [
+        struct.pack(">qiib", 0, 10, 0, 7) + bytes(5),  # magic 7
+        struct.pack(">qi", 0, 3) + bytes(3),  # no magic byte
+        struct.pack(">qiib", 0, 20, 0, 2) + bytes(15),  # a magic 2 header cut short
+        make_v2(record(0, b"k", b"v"), -3),  # negative count
+        make_v2(record(0, b"k", b"v"), 9_999_999),  # cannot fit
+        make_v2(b"\x1f\x8b" + bytes(30), 1, attributes=GZIP),  # not gzip after all
+        make_v2(b"\xff" * 40, 2),  # records that do not parse
+        make_v2(record(0, b"k", b"v") + b"\xff" * 9, 2, last_delta=1),  # one parses
+    ]
+    records = v2(sample(3), codec=GZIP) + b"".join(entries) + v2(sample(2))
+    cap = Capture()
+    c = Connection(cap, mss=65000)
+    produce = {
+        "Acks": 1,
+        "TimeoutMs": 1000,
+        "TopicData": [{"Name": "t", "PartitionData": [{"Index": 0, "Records": records}]}],
+    }
+    c.request(encode_request(0, 7, 1, "p", produce))
+    answer = {"Index": 0, "ErrorCode": 0, "BaseOffset": 100, "LogAppendTimeMs": -1}
+    answer["LogStartOffset"] = 0
+    response = {"Responses": [{"Name": "t", "PartitionResponses": [answer]}]}
+    c.response(encode_response(0, 7, 1, {**response, "ThrottleTimeMs": 0}))
+    fetched = {"PartitionIndex": 0, "ErrorCode": 0, "HighWatermark": 200, "Records": records}
+    fetched |= {"LastStableOffset": -1, "AbortedTransactions": None}
+    fetch = {"ThrottleTimeMs": 0, "Responses": [{"Topic": "t", "Partitions": [fetched]}]}
+    c.request(encode_request(1, 4, 2, "c", {"ReplicaId": -1, "MaxWaitMs": 0, "MinBytes": 1}))
+    c.response(encode_response(1, 4, 2, fetch))
+    path = cap.write_pcap(tmp_path / "failing.pcap")
+    expected = rows_path_table(path)
+    sent = expected.filter(pa.compute.equal(expected.column("direction"), "request"))
+    assert sent.column("offset").to_pylist() == [100, 101, 102, 110, 112, 113]
+    assert set(expected.column("batch_status").to_pylist()) == {"ok", "corrupt_records"}
+    for max_rows, max_bytes in ((65536, 64 << 20), (1, 1 << 30), (3, 1 << 30)):
+        assert columns_table(path, max_rows, max_bytes).equals(expected), (max_rows, max_bytes)
 
 
 def test_topic_and_partition_filters_keep_only_their_records(tmp_path, monkeypatch):

@@ -7,6 +7,7 @@ sides of the same topic-partition are merged into one row.
 
 from ..protocol.apikeys import FETCH
 from ..protocol.errors import error_name
+from ..protocol.records.common import OK
 
 TOPIC_KEYS = ("Name", "Topic", "TopicName")
 PARTITION_KEYS = ("PartitionIndex", "Partition", "Index", "PartitionId")
@@ -45,6 +46,8 @@ RECORD_COLUMNS = (
     "bytes",
     "uncompressed_bytes",
     "compression",
+    "failed_batches",
+    "batch_errors",
     "codecs",
 )
 
@@ -85,7 +88,8 @@ def partition_index(item):
 
 def record_summary(records):
     """Batches, data and control records, bytes, uncompressed bytes (None where a compressed
-    batch was not decompressed), codecs and last offset of a record set."""
+    batch was not decompressed), codecs, the batches whose status is not ok (as far as they
+    were read) and their statuses, and last offset of a record set."""
     if not isinstance(records, dict):
         return None
     batches = records.get("batches")
@@ -117,8 +121,11 @@ def record_summary(records):
             last = b["base_offset"] + b["last_offset_delta"]
         elif b.get("records"):
             last = b["records"][-1].get("offset")
+    failed = {b.get("status") for b in batches} - {OK, None}
     return {
         "batches": len(batches),
+        "failed_batches": sum(b.get("status") in failed for b in batches),
+        "batch_errors": ",".join(sorted(failed)) or None,
         "records": data,
         "control_records": control,
         "bytes": records.get("size"),

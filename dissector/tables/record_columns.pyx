@@ -357,6 +357,8 @@ cdef class RecordColumns:
                 batch = decode_message(raw, pos, end, limits, allowance)
                 shift, assigned = offset_shift(assigned, *first_and_last(batch))
                 self._rows(batch_rows(_base(where), batch, shift))
+            else:  # no record in it, but a place among the batches, as the rows path counts
+                shift, assigned = offset_shift(assigned, <int64_t>be(b, pos, 8), 0)
             pos = end
         return 0
 

@@ -85,6 +85,8 @@ PARTITIONS = _schema(
     ("bytes", pa.int64(), True),
     ("uncompressed_bytes", pa.int64(), True),
     ("compression", pa.string(), True),
+    ("failed_batches", pa.int64(), True),
+    ("batch_errors", pa.string(), True),
     ("lag", pa.int64(), True),
     ("committed_lag", pa.int64(), True),
 )
