@@ -193,12 +193,11 @@ def test_megabytes_of_values_equal_the_rows_path(tmp_path):
         assert got.equals(expected), (max_rows, max_bytes)
 
 
-def test_record_sets_with_entries_that_fail_equal_the_rows_path(tmp_path):
-    """Entries of no known magic, a batch header cut short, counts that fail, a payload that
-    does not decompress, records that do not parse, between good batches, in a Produce
-    request whose response assigns offsets and in a Fetch response: the compiled builder
-    gives the rows path's table, offsets included (every entry holds its place)."""
-    pytest.importorskip("dissector.tables.record_columns", reason="built without a C compiler")
+def failing_capture(path):
+    """A Produce request whose record set holds, between good batches, entries of no known
+    magic, a batch header cut short, counts that fail, a payload that does not decompress,
+    records that do not parse (8 entries that fail), answered with base offset 100; then a
+    Fetch response (frame 2's exchange) returning the same record set."""
     import struct
 
     from kafka_encoder import encode_request, encode_response
@@ -233,7 +232,15 @@ def test_record_sets_with_entries_that_fail_equal_the_rows_path(tmp_path):
     fetch = {"ThrottleTimeMs": 0, "Responses": [{"Topic": "t", "Partitions": [fetched]}]}
     c.request(encode_request(1, 4, 2, "c", {"ReplicaId": -1, "MaxWaitMs": 0, "MinBytes": 1}))
     c.response(encode_response(1, 4, 2, fetch))
-    path = cap.write_pcap(tmp_path / "failing.pcap")
+    return cap.write_pcap(path)
+
+
+def test_record_sets_with_entries_that_fail_equal_the_rows_path(tmp_path):
+    """The failing entries of failing_capture in a Produce request whose response assigns
+    offsets and in a Fetch response: the compiled builder gives the rows path's table,
+    offsets included (every entry holds its place)."""
+    pytest.importorskip("dissector.tables.record_columns", reason="built without a C compiler")
+    path = failing_capture(tmp_path / "failing.pcap")
     expected = rows_path_table(path)
     sent = expected.filter(pa.compute.equal(expected.column("direction"), "request"))
     assert sent.column("offset").to_pylist() == [100, 101, 102, 110, 112, 113]

@@ -4,9 +4,9 @@ prove it and one sentence a person can act on.
     from dissector import analysis as ka
     found = ka.diagnose(pairs, streams=streams, partitions=partitions, records=records)
 
-Each check module (connections.py, groups.py, transactions.py) declares `CHECKS`: functions
-from the `Tables` to an iterable of `Finding`. A check that needs a table it was not given
-finds nothing; none raises on a damaged or cut capture.
+Each check module (connections.py, groups.py, transactions.py, records.py) declares
+`CHECKS`: functions from the `Tables` to an iterable of `Finding`. A check that needs a table
+it was not given finds nothing; none raises on a damaged or cut capture.
 """
 
 from dataclasses import dataclass, field
@@ -44,9 +44,9 @@ class Tables:
 
 
 def _checks():
-    from . import connections, groups, transactions
+    from . import connections, groups, records, transactions
 
-    return (*connections.CHECKS, *groups.CHECKS, *transactions.CHECKS)
+    return (*connections.CHECKS, *groups.CHECKS, *transactions.CHECKS, *records.CHECKS)
 
 
 def diagnose(pairs, streams=None, partitions=None, records=None):
