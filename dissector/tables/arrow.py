@@ -41,13 +41,16 @@ def parse_bodies(pairs):
     )
 
 
-def arrow_batches(items, table="pairs", batch_rows=BATCH_ROWS, max_text=MAX_TEXT, wanted=None):
+def arrow_batches(
+    items, table="pairs", batch_rows=BATCH_ROWS, max_text=MAX_TEXT, wanted=None, bodies=None
+):
     """Record batches of `table` from exchanges (for "streams", ConnectionEnded events of the
     core, or accounting rows). wanted: the records and partitions tables keep the rows of the
-    topics and partitions it takes (Options.wanted)."""
+    topics and partitions it takes (Options.wanted). bodies: the record decoder the pairs
+    table's bodies write record sets with, in place of the session's (pairs.json_text)."""
     schema = SCHEMAS[table]
     if table == "pairs":
-        yield from _pairs_batches(items, schema, batch_rows, max_text)
+        yield from _pairs_batches(items, schema, batch_rows, max_text, bodies)
         return
     if table == "records" and RecordColumns is not None:
         yield from _records_batches(items, batch_rows, wanted)
@@ -77,12 +80,12 @@ def _records_batches(exchanges, batch_rows, wanted):
         yield last
 
 
-def _pairs_batches(exchanges, schema, batch_rows, max_text):
+def _pairs_batches(exchanges, schema, batch_rows, max_text, bodies):
     from .pairs import pairs_row
 
     rows, requests, responses = [], 0, 0  # bytes of text in the batch's two body columns
     for exchange in exchanges:
-        row = pairs_row(exchange)
+        row = pairs_row(exchange, bodies)
         request, response = len(row[-2] or ""), len(row[-1] or "")
         if request > max_text or response > max_text:
             row = _left_out(row, max_text)
