@@ -164,13 +164,9 @@ def test_the_record_sets_of_a_body_written_as_text_share_one_allowance():
     one allowance, so all but the first are bombs, as in the dict path."""
     import json
 
-    import zstandard
-    from test_records import record
+    from test_records import zeros_batch
 
-    batch = make_v2(
-        zstandard.ZstdCompressor().compress(record(0, b"k", bytes(1_000_000))), 1,
-        attributes=ZSTD,
-    )  # fmt: skip
+    batch = zeros_batch()
     definition = ke.definition_of(PRODUCE, "request", 7)
     partitions = [{"Index": i, "Records": batch} for i in range(200)]
     value = {"TransactionalId": None, "Acks": -1, "TimeoutMs": 30000}

@@ -159,14 +159,10 @@ def test_record_sets_of_one_request_cannot_add_up_past_the_bounds(tmp_path):
     1,000,000 zero bytes (each batch 120 bytes, under the 1 MiB floor of the ratio): 3 GB
     from 360 KB if each batch were bounded alone. In a child limited to 1 GiB, the request
     decodes with its batches past the allowance reported as bombs."""
-    import zstandard
     from kafka_encoder import encode_request
-    from test_records import ZSTD, make_v2, record
+    from test_records import zeros_batch
 
-    batch = make_v2(
-        zstandard.ZstdCompressor().compress(record(0, b"k", bytes(1_000_000))), 1,
-        attributes=ZSTD,
-    )  # fmt: skip
+    batch = zeros_batch()
     body = {
         "TransactionalId": None,
         "Acks": 1,
@@ -195,14 +191,10 @@ def test_requests_one_after_another_cannot_add_up_past_the_runs_ratio(tmp_path):
     the first batch is read and every later one is a bomb. The records table has rows for
     the records read; the partitions table counts the batches that were not."""
     import pyarrow.parquet as pq
-    import zstandard
     from kafka_encoder import encode_request
-    from test_records import ZSTD, make_v2, record
+    from test_records import zeros_batch
 
-    batch = make_v2(
-        zstandard.ZstdCompressor().compress(record(0, b"k", bytes(1_000_000))), 1,
-        attributes=ZSTD,
-    )  # fmt: skip
+    batch = zeros_batch()
     body = {
         "TransactionalId": None,
         "Acks": 1,

@@ -106,6 +106,15 @@ def v2(records, codec=NONE, base_offset=0, transactional=False, pid=-1, epoch=-1
     return struct.pack(">q", base_offset) + raw[8:]
 
 
+def zeros_batch():
+    """A zstd batch of one record of 1,000,000 zero bytes, about 120 bytes: a ratio past
+    8,000, under the 1 MiB floor of the ratio's check on its own."""
+    return make_v2(
+        zstandard.ZstdCompressor().compress(record(0, b"k", bytes(1_000_000))), 1,
+        attributes=ZSTD,
+    )  # fmt: skip
+
+
 def header(raw):
     return dict(zip(V2_FIELDS, V2_HEADER.unpack_from(raw), strict=True))
 
@@ -532,10 +541,7 @@ def test_batch_after_batch_under_the_floor_shares_one_allowance():
     under the 1 MiB below which a ratio alone is no bomb. Together they would be 3 GB from
     170 KB; the ratio is checked over all of them, so decoding stops near 1000 times the
     input, every later batch a bomb, in bounded memory."""
-    one_batch = make_v2(
-        zstandard.ZstdCompressor().compress(record(0, b"k", bytes(1_000_000))), 1,
-        attributes=ZSTD,
-    )  # fmt: skip
+    one_batch = zeros_batch()
     raw = one_batch * 3000
     tracemalloc.start()
     try:
@@ -575,10 +581,7 @@ def test_the_record_sets_of_one_body_share_one_allowance():
     from dissector.options import Options
     from dissector.protocol.codegen import Context
 
-    one_batch = make_v2(
-        zstandard.ZstdCompressor().compress(record(0, b"k", bytes(1_000_000))), 1,
-        attributes=ZSTD,
-    )  # fmt: skip
+    one_batch = zeros_batch()
     decode = Options(records="full").record_decoder()
     ctx = Context(decode)
     results = [decode(one_batch, ctx) for _ in range(200)]
@@ -655,10 +658,7 @@ def test_a_record_set_measured_gives_what_its_decoding_summarises(case, limits):
 def test_measured_batches_draw_on_the_bodys_allowance_as_decoded_ones(gzip_bomb, zstd_bomb):
     """Bombs, and 3,000 batches each under the ratio's floor, split over two record sets of
     one body: the same batches pass and fail, so the same sizes are known."""
-    one_batch = make_v2(
-        zstandard.ZstdCompressor().compress(record(0, b"k", bytes(1_000_000))), 1,
-        attributes=ZSTD,
-    )  # fmt: skip
+    one_batch = zeros_batch()
     small = v2(sample(3), codec=LZ4)
     first, second = one_batch * 1500, one_batch * 1500 + small
     shared = [Allowance(DEFAULT_LIMITS), Allowance(DEFAULT_LIMITS)]
@@ -723,7 +723,7 @@ def test_the_bodies_of_one_run_share_its_ratio():
     from dissector.protocol.codegen import Context
 
     zeros = record(0, b"k", bytes(1_000_000))
-    one_batch = make_v2(zstandard.ZstdCompressor().compress(zeros), 1, attributes=ZSTD)
+    one_batch = zeros_batch()
     decode = Options(records="full").record_decoder()
     results = [decode(one_batch, Context(decode)) for _ in range(3000)]
     batches = [r["batches"][0] for r in results]
