@@ -58,12 +58,8 @@ _DECODE_PROGRAMS = _per_kind(compile_program)
 _SCAN_PROGRAMS = _per_kind(scanner.compile_program)
 
 
-def _assigned_program(api_key, version):
-    definition = schema.message(api_key, "response", version)
-    return None if definition is None else scanner.compile_program(definition, version, True)
-
-
-_ASSIGNED_PROGRAMS = ByVersion(_assigned_program)
+# Produce responses' scan programs that note the base offsets (scanner.ASSIGNED).
+_ASSIGNED_PROGRAMS = _per_kind(partial(scanner.compile_program, assigned=True))["response"]
 
 
 def assigned_offsets(version, buf, pos):

@@ -83,6 +83,13 @@ def decode_later(key, kind, version, data, pos, records):
         return None
 
 
+def scanned(body):
+    """Whether a body is one the session only scanned, not decoded: a LazyBody of
+    decode_later, whose (decode_later, key, kind, version, data, pos, record decoder) a
+    reader may read from its bytes instead of decoding it."""
+    return body.__class__ is ex.LazyBody and body[0] is decode_later
+
+
 def short_reason(kind, frame):
     """Why a frame its sender cut short is malformed ("request cut short by the client: 30 of
     504 bytes, then FIN")."""

@@ -2,8 +2,8 @@
 
 from operator import attrgetter
 
-from ..session.exchange import COLUMNS, LazyBody, decoded
-from ..session.modern import decode_later
+from ..session.exchange import COLUMNS, decoded
+from ..session.modern import decode_later, scanned
 from .bodies import body_utf8
 
 try:  # C (body_text.pyx): a scanned body's JSON text written from its bytes
@@ -22,7 +22,7 @@ def json_text(body, records=None):
     scanned is written from its bytes where body_text.pyx can, and is not kept decoded.
     `records`: the record decoder its record sets are written with, in place of the
     session's (None: the session's)."""
-    if body.__class__ is LazyBody and body[0] is decode_later:
+    if scanned(body):
         args = body[1:] if records is None else (*body[1:-1], records)
         if _write_text is not None:
             text = _write_text(*args)

@@ -42,8 +42,7 @@ from ..protocol.records.batch import (
 )
 from ..protocol.records.common import CODEC_NAMES, CORRUPT_RECORDS, OK, BatchError
 from ..protocol.records.message_set import LOG_OVERHEAD, decode_message
-from ..session.exchange import LazyBody
-from ..session.modern import decode_later
+from ..session.modern import scanned
 from .columns import column
 from .records import (
     EXCHANGE_COLUMNS,
@@ -306,7 +305,7 @@ cdef class RecordColumns:
         body is no longer only scanned (a reader decoded it): the rows path reads the dict."""
         side, data, sets = record_sets
         body = e._request if side == "request" else e._response
-        if body.__class__ is not LazyBody or body[0] is not decode_later:
+        if not scanned(body):
             return False
         # The LazyBody carries the session's record decoder, whose limits say whether and
         # how far records are read (None: sizes only, as the rows path would find them).

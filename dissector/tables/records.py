@@ -6,8 +6,7 @@ command line ask for when this table is wanted.
 
 from ..protocol import legacy, messages
 from ..protocol.apikeys import PRODUCE
-from ..session.exchange import LazyBody
-from ..session.modern import decode_later
+from ..session.modern import scanned
 from .partitions import partition_index, partition_items
 
 EXCHANGE_COLUMNS = (
@@ -145,7 +144,7 @@ def assigned_offsets(e):
     a decoded one has its own layout walked. An empty topic name is no name, in both."""
     names = e.topic_names
     body = e._response
-    if body.__class__ is LazyBody and body[0] is decode_later:  # its version's scan worked
+    if scanned(body):  # its version's scan worked
         _decode, _key, _kind, version, data, pos, _records = body
         found = messages.assigned_offsets(version, data, pos)
         return {(names.get(t, t) if t else None, p): base for (t, p), base in found.items()}

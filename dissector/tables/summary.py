@@ -12,8 +12,8 @@ from functools import partial
 
 from ..protocol.apikeys import FETCH, PRODUCE
 from ..protocol.records.census import census, measure
-from ..session.exchange import STATUSES, UNANSWERED, LazyBody
-from ..session.modern import decode_later
+from ..session.exchange import STATUSES, UNANSWERED
+from ..session.modern import scanned
 from .partitions import exchange_partitions
 
 QUANTILES = (("p50_ms", 0.5), ("p95_ms", 0.95), ("p99_ms", 0.99))
@@ -209,7 +209,7 @@ class Summary:
         nothing added, where the body is not only scanned or holds magic 0/1 messages."""
         side, data, sets = e.record_sets
         body = e._request if side == "request" else e._response
-        if body.__class__ is not LazyBody or body[0] is not decode_later or body[-1] is None:
+        if not scanned(body) or body[-1] is None:
             return False
         limits = body[-1].limits
         allowance = body[-1].allowance()  # the body's record sets share one

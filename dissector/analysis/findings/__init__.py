@@ -33,6 +33,17 @@ class Finding:
         return {**{name: getattr(self, name) for name in COLUMNS}, **self.extra}
 
 
+def named(value):
+    """A name a table gives (a client id, say), or None where it gives none (NaN, empty)."""
+    return value if isinstance(value, str) and value else None
+
+
+def client_label(client_id, client):
+    """How a finding names a client: its client id and address, or the address alone."""
+    name = named(client_id)
+    return f"{name} ({client})" if name else str(client)
+
+
 @dataclass
 class Tables:
     """The tables a diagnosis reads; any but `pairs` may be missing (None)."""

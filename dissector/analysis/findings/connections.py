@@ -17,7 +17,7 @@ import pandas as pd
 
 from .._frames import body, has, scope
 from ..advertised import advertised
-from . import Finding
+from . import Finding, client_label, named
 
 #: A client that closes within this of a response closed because of it.
 CLOSE_MS = 10.0
@@ -41,10 +41,6 @@ def _frames(*values):
     return sorted(out)
 
 
-def _text(value):
-    return value if isinstance(value, str) and value else None
-
-
 def _key(row, table):
     """A connection's key: its stream, with the capture in a capture set."""
     return tuple(getattr(row, c) for c in (*scope(table), "stream"))
@@ -56,11 +52,6 @@ def _address(client):
         return None
     host = client.rsplit(":", 1)[0]
     return host[1:-1] if host.startswith("[") else host
-
-
-def _who(client_id, client):
-    name = _text(client_id)
-    return f"{name} ({client})" if name else str(client)
 
 
 def _capture(row):
@@ -145,7 +136,7 @@ def client_rejected_response(t):
         end = None if key in lossy else ends.get(key)
         last = None if end is None else _left_on(rows, end)
         if last is not None:
-            who = (*key[:-1], _text(last.client_id), _address(last.client), last.broker)
+            who = (*key[:-1], named(last.client_id), _address(last.client), last.broker)
             loops.setdefault(who, []).append((last, end))
     for (*_, client_id, host, broker), left in loops.items():
         first = left[0][0]
@@ -156,7 +147,7 @@ def client_rejected_response(t):
             kind="client_rejected_response",
             severity="error" if count > 1 else "warning",
             detail=(
-                f"{_who(client_id, host)} closed its connection right after a good "
+                f"{client_label(client_id, host)} closed its connection right after a good "
                 f"{'/'.join(apis)} response from {broker} {loop}: "
                 + (
                     "the broker answers Produce requests sent with acks=0, which the client "
@@ -212,7 +203,7 @@ def _unserved(row, served):
         return None  # a client may ask ApiVersions at any version; the broker answers v0
     ranges = served.get((getattr(row, "capture", None), row.broker))
     if ranges is None:
-        if "unknown version" in (_text(row.reason) or ""):
+        if "unknown version" in (named(row.reason) or ""):
             return f"{name} v{row.api_version}, a version no Kafka release defines", None
         return None
     have = ranges.get(int(row.api_key))
@@ -238,7 +229,7 @@ def unsupported_version(t):
             continue
         why = _unserved(row, served)
         if why is not None:
-            key = (*_capture(row).values(), _text(row.client_id), row.client, row.broker, why[0])
+            key = (*_capture(row).values(), named(row.client_id), row.client, row.broker, why[0])
             found.setdefault(key, (why[1], []))[1].append(row)
     for (*_, client_id, client, broker, what), (have, rows) in found.items():
         evidence = [] if have is None else [have[2]]
@@ -246,7 +237,7 @@ def unsupported_version(t):
             kind="unsupported_version",
             severity="error",
             detail=(
-                f"{_who(client_id, client)} sent {broker} {what}: the broker rejects or "
+                f"{client_label(client_id, client)} sent {broker} {what}: the broker rejects or "
                 "drops such requests; pin the client to the versions the broker advertises"
             ),
             frames=_frames([r.request_frame for r in rows], evidence),
@@ -274,7 +265,7 @@ def _by_client(rows):
     and broker, in their order."""
     found = {}
     for r in rows:
-        key = (*_capture(r).values(), _text(r.client_id), _address(r.client), r.broker)
+        key = (*_capture(r).values(), named(r.client_id), _address(r.client), r.broker)
         found.setdefault(key, []).append(r)
     return found.values()
 
@@ -287,13 +278,13 @@ def unexpected_response(t):
     unasked = [r for r in produce.itertuples(index=False) if _acks(r.request) == 0]
     for rows in _by_client(unasked):
         first = rows[0]
-        client_id = _text(first.client_id)
+        client_id = named(first.client_id)
         yield Finding(
             kind="unexpected_response",
             severity="warning",
             detail=(
                 f"{first.broker} answered {len(rows)} Produce request(s) that "
-                f"{_who(client_id, _address(first.client))} sent with acks=0: a client "
+                f"{client_label(client_id, _address(first.client))} sent with acks=0: a client "
                 "expects no answer to those and may drop the connection on one; the broker "
                 "departs from the protocol"
             ),
@@ -367,14 +358,14 @@ def truncated_request(t):
         rows = conns.get(key)
         if rows is not None and has(rows, "reason"):
             rows = rows[~rows["reason"].astype("string").str.match(_CUT_SHORT).fillna(False)]
-        named = [] if rows is None else [c for c in rows["client_id"] if _text(c)]
-        client_id = named[-1] if named else None
+        ids = [] if rows is None else [c for c in rows["client_id"] if named(c)]
+        client_id = ids[-1] if ids else None
         after = f" after {len(rows)} complete request(s)" if rows is not None and len(rows) else ""
         yield Finding(
             kind="truncated_request",
             severity="warning",
             detail=(
-                f"{_who(client_id, row.client)} sent {sent} bytes of a request to "
+                f"{client_label(client_id, row.client)} sent {sent} bytes of a request to "
                 f"{row.broker}{after} and closed the connection (frame {int(row.end_frame)}) "
                 "without finishing it: the client gave up mid-request (a crash, a timeout or "
                 "a framing bug), the capture lost nothing"
@@ -413,7 +404,7 @@ def _excuse(row, end):
     """Why a request's missing response is no fault of the broker's, else None."""
     if _given_up(row, end):
         return "the client closed while waiting, as at shutdown"
-    reason = _text(row.reason) or ""
+    reason = named(row.reason) or ""
     if any(words in reason for words in CAPTURE_LOSS):
         return "the capture lost it, not the broker"
     return None
@@ -430,18 +421,18 @@ def unanswered(t):
         excused = None not in excuses
         first = rows.iloc[0]
         apis = list(dict.fromkeys(rows["api_name"].dropna()))
-        reason = _text(first.reason) or "no response"
+        reason = named(first.reason) or "no response"
         yield Finding(
             kind="unanswered",
             severity="info" if excused else "warning",
             detail=(
-                f"{len(rows)} request(s) of {_who(first.client_id, first.client)} to "
+                f"{len(rows)} request(s) of {client_label(first.client_id, first.client)} to "
                 f"{first.broker} ({', '.join(apis)}) got no response: {reason}"
                 + ("; " + "; ".join(sorted(excuses)) if excused else "")
             ),
             frames=_frames(rows["request_frame"]),
             client=first.client,
-            client_id=_text(first.client_id),
+            client_id=named(first.client_id),
             broker=first.broker,
             time=first.request_start,
             extra={**_capture(first), "count": len(rows), "apis": apis},
@@ -458,13 +449,13 @@ def throttled(t):
     rows = pairs[pd.to_numeric(pairs["throttle_ms"], errors="coerce").fillna(0) > 0]
     for group in _by_client(rows.itertuples(index=False)):
         first = group[0]
-        client_id = _text(first.client_id)
+        client_id = named(first.client_id)
         worst = int(max(r.throttle_ms for r in group))
         yield Finding(
             kind="throttled",
             severity="warning",
             detail=(
-                f"{first.broker} throttled {_who(client_id, _address(first.client))} in "
+                f"{first.broker} throttled {client_label(client_id, _address(first.client))} in "
                 f"{len(group)} response(s), up to {worst} ms: the client exceeds a broker "
                 "quota; raise the quota or spread the client's load"
             ),
@@ -510,15 +501,16 @@ def head_of_line_blocking(t):
             severity="warning",
             detail=(
                 f"{len(blocked)} request(s) ({', '.join(apis)}) of "
-                f"{_who(first.client_id, first.client)} waited up to {worst:.0f} ms behind a "
-                f"long-polling Fetch on the same connection to {first.broker}: send them on "
+                f"{client_label(first.client_id, first.client)} waited up to {worst:.0f} ms "
+                f"behind a long-polling Fetch on the same connection to {first.broker}: send "
+                "them on "
                 "another connection or lower the Fetch's MaxWaitMs"
             ),
             frames=_frames(
                 [f.request_frame for f, _ in blocked], [r.request_frame for _, r in blocked]
             ),
             client=first.client,
-            client_id=_text(first.client_id),
+            client_id=named(first.client_id),
             broker=first.broker,
             time=first.request_start,
             extra={

@@ -9,15 +9,11 @@
 
 import pandas as pd
 
-from . import Finding
+from . import Finding, client_label, named
 
 COLUMNS = ("failed_batches", "batch_errors", "api_name", "client", "broker", "topic")
 # Bounds of the dissection, not damage: the data may be that compressible.
 _BOUNDS = {"decompression_bomb", "too_many_records"}
-
-
-def _text(value):
-    return value if isinstance(value, str) and value else None
 
 
 def _advice(statuses, produced):
@@ -54,8 +50,8 @@ def unreadable_batches(tables):
         count = int(rows["failed_batches"].sum())
         statuses = sorted({s for text in rows["batch_errors"] for s in str(text).split(",")})
         topics = list(dict.fromkeys(str(t) for t in rows["topic"]))
-        client_id = _text(first["client_id"])
-        who = f"{client_id} ({first['client']})" if client_id else str(first["client"])
+        client_id = named(first["client_id"])
+        who = client_label(client_id, first["client"])
         where = (
             f"Produce requests of {who} to {first['broker']}"
             if produced
