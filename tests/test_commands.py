@@ -14,7 +14,7 @@ import pytest
 import dissector
 from dissector import analysis as ka
 from dissector import cli
-from dissector.commands.read import read_tables
+from dissector.commands.read import in_step, read_tables
 
 CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 GROUPS = CAPTURES / "group-rebalance.pcap"
@@ -53,6 +53,56 @@ def test_one_dissection_gives_every_table_as_read_pcap_does():
     pairs, records = tables["pairs"], tables["records"]
     pd.testing.assert_frame_equal(ka.transactions(pairs, records), ka.transactions(full, records))
     pd.testing.assert_frame_equal(ka.aborted_reads(pairs, records), ka.aborted_reads(full, records))
+
+
+def test_in_step_makes_each_output_as_alone_holding_one_output_of_items():
+    """Each maker's outputs are those it makes alone; the items one has taken and another
+    not yet (what the shared iterator holds) never pass the largest output's worth."""
+    made, held = [0], []
+
+    def items():
+        for i in range(1000):
+            made[0] += 1
+            yield i
+
+    def batches(size):
+        def make(stream):
+            batch = []
+            for item in stream:
+                batch.append(item)
+                if len(batch) == size:
+                    yield batch
+                    held.append(made[0] - min(taken))
+                    batch = []
+            if batch:
+                yield batch
+
+        return make
+
+    taken = [0, 0, 0]
+
+    def counting(k, make):
+        def counted(stream):
+            for item in stream:
+                taken[k] += 1
+                yield item
+
+        return lambda stream: make(counted(stream))
+
+    sizes = (3, 64, 17)
+    outs = in_step(items(), [counting(k, batches(n)) for k, n in enumerate(sizes)])
+    for out, n in zip(outs, sizes, strict=True):
+        assert out == list(batches(n)(range(1000)))
+    assert made[0] == 1000 and max(held) <= max(sizes)
+
+
+def test_the_partitions_table_leaves_the_exchanges_bodies_undecoded():
+    """Its rows come from bodies decoded and let go: with records in full, bodies kept on
+    the exchanges once held every record of the capture at once."""
+    exchanges = list(dissector.dissect(TXNS, progress=False, records="full"))
+    rows = dissector.tables.build_table(exchanges, "partitions")
+    assert len(rows) > 0 and rows["records"].sum() > 0
+    assert all(e._request.__class__ is tuple for e in exchanges if e.api_name == "Produce")
 
 
 def test_groups_lists_the_five_generations(capsys):

@@ -2,6 +2,7 @@
 
 import functools
 
+import numpy as np
 import pandas as pd
 
 from ..tables.bodies import parse_body
@@ -40,18 +41,37 @@ def has(table, *columns):
     return table is not None and len(table) > 0 and all(c in table for c in columns)
 
 
+# What api_rows reads: which API, and the times it orders the rows by.
+ORDERED = ("api_name", "request_start", "response_start")
+
+
 def api_rows(pairs, *names):
-    """The rows of these APIs, in capture order of their request (or response)."""
+    """The rows of these APIs, in capture order of their request (or response): taken from
+    the table once, as a take copies every column, the bodies too."""
     if not has(pairs, "api_name"):
         return pairs.iloc[0:0] if pairs is not None else pd.DataFrame()
-    rows = pairs[pairs["api_name"].isin(names)]
-    if "request_start" not in rows:
-        return rows
-    start = rows["request_start"]
-    if "response_start" in rows:
-        start = start.fillna(rows["response_start"])  # an orphan response: when it came
+    picked = np.flatnonzero(pairs["api_name"].isin(names).to_numpy(dtype=bool, na_value=False))
+    if "request_start" not in pairs:
+        return pairs.iloc[picked]
+    start = pairs["request_start"].iloc[picked]
+    if "response_start" in pairs:
+        start = start.fillna(
+            pairs["response_start"].iloc[picked]
+        )  # an orphan response: when it came
     order = start.reset_index(drop=True).sort_values(kind="stable", na_position="last").index
-    return rows.iloc[order]
+    return pairs.iloc[picked[order]]
+
+
+def only(table, *columns):
+    """`table` with only those of `columns` it has, and the capture in a capture set: a loop
+    over rows then makes no Python object of the columns it does not read."""
+    return table[[c for c in dict.fromkeys([*scope(table), *columns]) if c in table]]
+
+
+def without(table, *columns):
+    """`table` without those of `columns` it has: where a check reads no bodies, its sorts,
+    filters and row loops then leave them alone, which was most of their time."""
+    return table.drop(columns=[c for c in columns if c in table])
 
 
 def api_label(name, key):

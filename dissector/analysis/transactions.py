@@ -20,11 +20,13 @@ import pandas as pd
 
 from ..tables.partitions import partition_index
 from ._frames import (
+    ORDERED,
     api_rows,
     body,
     frame,
     has,
     ints,
+    only,
     scope,
     topic_names,
     topic_of,
@@ -119,7 +121,8 @@ def _control_types(records):
     """{(producer id, "topic/p", offset): "COMMIT" or "ABORT"} from a `records` table."""
     if not has(records, "control", "producer_id", "topic", "partition", "offset"):
         return {}
-    known = records[records["control"].isin(["COMMIT", "ABORT"])]
+    columns = ["producer_id", "topic", "partition", "offset", "control"]
+    known = records.loc[records["control"].isin(["COMMIT", "ABORT"]), columns]  # not the values
     return {
         (pid, f"{topic}/{part}", off): kind
         for pid, topic, part, off, kind in zip(
@@ -137,7 +140,7 @@ def _markers(pairs, names, types):
     """Control batches in Fetch responses: {(producer id, "topic/p"): {offset: type}}, the
     type from the control record where it was decoded, else from `types`, else None."""
     found = {}
-    for row in api_rows(pairs, "Fetch").itertuples(index=False):
+    for row in api_rows(only(pairs, *ORDERED, "response"), "Fetch").itertuples(index=False):
         if isinstance(row.response, str) and '"control":true' not in row.response:
             continue  # JSON text without a control batch: not worth parsing
         for topic in body(row.response).get("Responses") or ():
@@ -218,7 +221,8 @@ def transactions(pairs, records=None):
         txn.update(outcome=outcome, ended_by=ended_by, end=row.response_end)
         done.append(open_txns.pop(txn["transactional_id"]))
 
-    for row in api_rows(pairs, *TXN_APIS).itertuples(index=False):
+    read = ("request", "response", "client_id", "error_name", "status", "response_end")
+    for row in api_rows(only(pairs, *ORDERED, *read), *TXN_APIS).itertuples(index=False):
         req, resp = body(row.request), body(row.response)
         if row.api_name == "InitProducerId":
             tid = req.get("TransactionalId")
@@ -386,8 +390,8 @@ def _carried(records):
     columns = ("direction", "control", "api_name", "stream", "frame", "topic", "partition")
     if not has(records, *columns, "offset"):
         return None
-    data = records[(records["direction"] == "response") & records["control"].isna()]
-    data = data[data["api_name"] == "Fetch"]
+    carried = records["control"].isna() & records["direction"].eq("response")
+    data = records.loc[carried & records["api_name"].eq("Fetch"), list(columns + ("offset",))]
     out = {}
     for stream, frame_no, topic, part, off in zip(
         data["stream"], data["frame"], data["topic"], data["partition"], data["offset"], strict=True

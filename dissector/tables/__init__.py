@@ -54,11 +54,17 @@ def build_table(items, table="pairs", wanted=None, bodies=None):
     """A pandas DataFrame of a whole table, in capture order, from exchanges (for "streams",
     the core's ConnectionEnded events or accounting rows); wanted, bodies: see
     arrow_batches."""
-    from .arrow import arrow_batches, in_capture_order, to_pandas
+    from .arrow import arrow_batches
 
     if table not in TABLES:
         raise ValueError(f"unknown table {table!r}; choose from {', '.join(TABLES)}")
-    batches = arrow_batches(items, table, wanted=wanted, bodies=bodies)
+    return whole_table(arrow_batches(items, table, wanted=wanted, bodies=bodies), table)
+
+
+def whole_table(batches, table):
+    """A pandas DataFrame, in capture order, of all the Arrow batches of a table."""
+    from .arrow import in_capture_order, to_pandas
+
     if table == "streams":
         return sort_table(to_pandas(batches, table), table)
     return to_pandas(in_capture_order(batches, table), table)

@@ -8,6 +8,7 @@ sides of the same topic-partition are merged into one row.
 from ..protocol.apikeys import FETCH
 from ..protocol.errors import error_name
 from ..protocol.records.common import OK
+from ..session.exchange import decoded
 
 TOPIC_KEYS = ("Name", "Topic", "TopicName")
 PARTITION_KEYS = ("PartitionIndex", "Partition", "Index", "PartitionId")
@@ -158,9 +159,10 @@ class PartitionRows:
 
 
 def exchange_partitions(e):
-    """The partition rows of one exchange."""
+    """The partition rows of one exchange. Its bodies are decoded here and let go, never kept
+    on the exchange: with records in full, a table's worth of them would stay in memory."""
     merged = {}
-    for side, body in (("request", e.request), ("response", e.response)):
+    for side, body in (("request", decoded(e._request)), ("response", decoded(e._response))):
         for topic, topic_id, item, topic_error in partition_items(body):
             key = (topic or e.topic_names.get(topic_id, topic_id), partition_index(item))
             merged.setdefault(key, {"topic_id": topic_id, "request": None, "response": None})

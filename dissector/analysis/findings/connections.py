@@ -15,7 +15,7 @@ the conversation itself, read from the `pairs` and `streams` tables.
 
 import pandas as pd
 
-from .._frames import body, has, scope
+from .._frames import body, has, only, scope, without
 from ..advertised import advertised
 from . import Finding, client_label, named
 
@@ -132,7 +132,7 @@ def client_rejected_response(t):
         return
     ends, lossy = _ends(t.streams), _lossy(t.streams, t.pairs)
     loops = {}
-    for key, rows in _connections(t.pairs).items():
+    for key, rows in _connections(without(t.pairs, "response")).items():
         end = None if key in lossy else ends.get(key)
         last = None if end is None else _left_on(rows, end)
         if last is not None:
@@ -177,13 +177,8 @@ def client_rejected_response(t):
 def _served(pairs):
     """(capture, broker) -> api key -> (min, max, frame), from ApiVersions responses decoded
     whole (a response cut by the capture lists only some of the keys)."""
-    names, bodies = pairs["api_name"], pairs["response"]
-    whole = pairs[
-        [
-            n != "ApiVersions" or "_stopped_at" not in body(r)
-            for n, r in zip(names, bodies, strict=True)
-        ]
-    ]
+    versions = pairs[pairs["api_name"] == "ApiVersions"]
+    whole = versions[["_stopped_at" not in body(r) for r in versions["response"]]]
     parts = whole.groupby("capture", sort=False) if scope(whole) else [(None, whole)]
     out = {}
     for capture, part in parts:
@@ -218,11 +213,13 @@ def unsupported_version(t):
     pairs = t.pairs
     if not has(pairs, "api_key", "api_name", "api_version", "broker", "request_frame"):
         return
+    served = _served(pairs) if has(pairs, "response", "response_frame") else {}
+    read = ("api_key", "api_name", "api_version", "request_frame", "request_start", "reason")
+    pairs = only(pairs, *read, "client_id", "client", "broker", "protocol")
     if "protocol" in pairs:
         pairs = pairs[pairs["protocol"] != "0.7"]  # 0.7 has no versions
     if "reason" not in pairs:
         pairs = pairs.assign(reason=None)
-    served = _served(pairs) if has(pairs, "response", "response_frame") else {}
     found = {}
     for row in pairs.itertuples(index=False):
         if pd.isna(row.api_key) or pd.isna(row.request_frame):
@@ -274,7 +271,9 @@ def unexpected_response(t):
     pairs = t.pairs
     if not has(pairs, "api_name", "request", "response_frame", "request_frame"):
         return
-    produce = pairs[(pairs["api_name"] == "Produce") & pairs["response_frame"].notna()]
+    read = ("request", "response_frame", "request_frame", "request_start", "client_id", "client")
+    produce = only(pairs, "api_name", "broker", *read)
+    produce = produce[(produce["api_name"] == "Produce") & produce["response_frame"].notna()]
     unasked = [r for r in produce.itertuples(index=False) if _acks(r.request) == 0]
     for rows in _by_client(unasked):
         first = rows[0]
@@ -348,7 +347,8 @@ def truncated_request(t):
         return
     streams = t.streams
     brokers = _kafka_brokers(streams)
-    conns = _connections(t.pairs) if has(t.pairs, "stream", "request_start") else {}
+    light = without(t.pairs, "request", "response")
+    conns = _connections(light) if has(light, "stream", "request_start") else {}
     cut = _cut_short(t.pairs)
     for row in streams[streams["direction"] == "request"].itertuples(index=False):
         key = _key(row, streams)
@@ -489,7 +489,8 @@ def head_of_line_blocking(t):
     columns = ("stream", "api_name", "queue_ms", "latency_ms", "server_ms", "response_end")
     if not has(t.pairs, *columns, "request_frame", "request_start"):
         return
-    for rows in _connections(t.pairs).values():
+    named_by = ("request_frame", "request_start", "client_id", "client", "broker")
+    for rows in _connections(only(t.pairs, *columns, *named_by)).values():
         blocked = _blocked(rows)
         if not blocked:
             continue

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ...protocol.errors import ERROR_NAMES, error_name
 from ...tables.partitions import partition_index
-from .._frames import api_rows, body, has, topic_names, topic_of, when
+from .._frames import ORDERED, api_rows, body, has, only, topic_names, topic_of, when
 from ..transactions import _add_partitions, _batches, aborted_reads
 from . import Finding
 
@@ -121,7 +121,9 @@ def producer_fenced(tables):
         return
     inits = []  # (row, transactional id, producer id, epoch) of each successful InitProducerId
     refused = {}  # (tid, pid, epoch) -> evidence rows and their errors
-    for row in api_rows(pairs, *TXN_REQUESTS).itertuples(index=False):
+    read = ("status", "request", "response", "request_frame", "response_frame", "client_id")
+    rows = api_rows(only(pairs, *ORDERED, *read, "client", "broker"), *TXN_REQUESTS)
+    for row in rows.itertuples(index=False):
         if row.api_name == "InitProducerId" and row.status == "ok":
             tid, resp = body(row.request).get("TransactionalId"), body(row.response)
             if tid and resp.get("ErrorCode") == 0:
@@ -293,8 +295,8 @@ def sequence_error(tables):
     pairs = tables.pairs
     if not has(pairs, *COLUMNS):
         return
-    produce = pairs[pairs["api_name"] == "Produce"]
-    if not any(_may_hold(r, SEQUENCE_CODES) for r in produce["response"]):
+    answers = pairs.loc[pairs["api_name"] == "Produce", "response"]
+    if not any(_may_hold(r, SEQUENCE_CODES) for r in answers):
         return
     handed_out = _producer_ids(pairs)
     groups = {}
