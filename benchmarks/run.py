@@ -199,6 +199,15 @@ def commands(capture: Capture, tmp: Path) -> list[Command]:
     records = [*analyze, "--table", "records", "-o", str(tmp / "records.parquet")]
     keys = [str(keylog)] if keylog else []
     both = {"cores": BOTH, "baseline": "tshark_both"}
+    # The analysis face at real size: a diagnosis reads several tables of the capture at once.
+    doctor = [*cli, "doctor", path, "--no-progress"]
+    full = [*doctor, "--records", "full"]
+    diagnoses = [
+        Command("doctor", "kafka-dissect doctor, 2 cores", doctor, **both),
+        Command("doctor_full", "kafka-dissect doctor --records full, 2 cores", full, **both),
+    ]
+    if capture.key != "real":
+        diagnoses = []
     return [
         Command("tshark", "tshark -T fields", [*tshark, *fields]),
         Command("summary", "kafka-dissect analyze", analyze),
@@ -218,6 +227,7 @@ def commands(capture: Capture, tmp: Path) -> list[Command]:
         Command("tshark_both", "tshark -T fields, 2 cores", [*tshark, *fields], cores=BOTH),
         Command("parquet_both", "… -o pairs.parquet, 2 cores", [*analyze, "-o", parquet], **both),
         Command("records_both", "… --table records -o records.parquet, 2 cores", records, **both),
+        *diagnoses,
     ]
 
 

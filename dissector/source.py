@@ -181,7 +181,8 @@ def dissect(path, ports=(), *, progress=None, streams=True, **options):
 
 
 def read_pcap(path, ports=(), table="pairs", *, progress=None, **options):
-    """A pandas DataFrame of one capture file.
+    """A pandas DataFrame of one capture file; for a list of tables, {table: DataFrame},
+    all built from one reading of the file (read_tables).
 
     table: "pairs" (one row per exchange), "partitions" (one per exchange, topic and
     partition), "records" (one per record; record sets are then decoded in full) or
@@ -189,13 +190,72 @@ def read_pcap(path, ports=(), table="pairs", *, progress=None, **options):
     partitions=[...] keep only those in the records and partitions tables; the records of
     others are passed over without being decompressed.
     """
-    from .tables import build_table
+    if isinstance(table, (list, tuple)):
+        return read_tables(path, table, ports, progress, **options)
+    return read_tables(path, (table,), ports, progress, **options)[table]
 
-    if table == "records":
-        options.setdefault("records", "full")
-    dissection = dissect(path, ports, progress=progress, streams=table == "streams", **options)
-    if table == "streams":
-        for _ in dissection:
-            pass
-        return build_table(dissection.ended, table)
-    return build_table(dissection, table, dissection.dissector.options.wanted())
+
+def read_tables(path, tables, ports=(), progress=None, check=iter, **options):
+    """{table: DataFrame} for each of `tables`, from one dissection: every table is built as
+    the exchanges complete, all in step, so the file is read once and what is held is the
+    tables and a batch's worth of exchanges, never the capture's. Beside a records table,
+    the pairs table's bodies hold their record sets as batches, without the records (which
+    the records table holds once): every record's value written again as JSON took most of
+    the memory and time. `check` wraps the stream of exchanges (the command line's error
+    reporting)."""
+    import dataclasses
+    from functools import partial
+
+    from .tables import arrow_batches, build_table, whole_table
+
+    if "records" in tables:
+        options.setdefault("records", "full")  # a record is only known once its batch is parsed
+    dissection = dissect(path, ports, progress=progress, streams="streams" in tables, **options)
+    settled = dissection.dissector.options
+    lean = {}  # table -> the record decoder of its bodies, where not the dissection's
+    if "records" in tables and settled.records == "full":
+        lean["pairs"] = dataclasses.replace(settled, records="batches").record_decoder()
+    built = list(dict.fromkeys(t for t in tables if t != "streams"))
+    wanted = settled.wanted()
+    makers = [partial(arrow_batches, table=t, wanted=wanted, bodies=lean.get(t)) for t in built]
+    made = dict(zip(built, in_step(check(dissection), makers), strict=True))
+    out = {t: whole_table(_drained(made.pop(t)), t) for t in built}  # a table's batches at once
+    if "streams" in tables:
+        if not built:
+            for _ in check(dissection):
+                pass
+        out["streams"] = build_table(dissection.ended, "streams")
+    return {t: out[t] for t in tables}
+
+
+def in_step(items, makers):
+    """What each of `makers` (a function from an iterable to a generator) makes of the same
+    `items`, as lists: the one that has taken the fewest items goes next, so the items taken
+    by one and not yet by all (all that is held of them) are at most one output's worth."""
+    import itertools
+
+    taken = [0] * len(makers)
+
+    def counted(k, copy):
+        for item in copy:
+            taken[k] += 1
+            yield item
+
+    copies = itertools.tee(items, len(makers))
+    made = [make(counted(k, c)) for k, (make, c) in enumerate(zip(makers, copies, strict=True))]
+    outs = [[] for _ in makers]
+    going = set(range(len(makers)))
+    while going:
+        k = min(going, key=taken.__getitem__)
+        try:
+            outs[k].append(next(made[k]))
+        except StopIteration:
+            going.discard(k)
+    return outs
+
+
+def _drained(items):
+    """The items of a list, each let go by the list as it is taken."""
+    items.reverse()
+    while items:
+        yield items.pop()

@@ -119,8 +119,8 @@ the other and leave again.""",
         ("parameters", 'CAPTURE = SAMPLES / "group-rebalance.pcap"'),
         (
             "code",
-            """pairs = dissector.read_pcap(CAPTURE)
-parts = dissector.read_pcap(CAPTURE, table="partitions")
+            """tables = dissector.read_pcap(CAPTURE, table=["pairs", "partitions"])  # one reading
+pairs, parts = tables["pairs"], tables["partitions"]
 ka.rebalances(pairs)""",
         ),
         (
@@ -167,11 +167,13 @@ aborted records, and how long did each record take from Produce to Fetch?* By de
         ("parameters", 'CAPTURE = SAMPLES / "transactions.pcap"'),
         (
             "code",
-            """pairs = dissector.read_pcap(CAPTURE, records="full")
-records = dissector.read_pcap(CAPTURE, table="records")
-ka.transactions(pairs)""",
+            """# One reading of the capture, every record decoded: the records table holds them,
+# the pairs table's bodies their batches.
+tables = dissector.read_pcap(CAPTURE, table=["pairs", "records", "partitions"])
+pairs, records, parts = tables["pairs"], tables["records"], tables["partitions"]
+ka.transactions(pairs, records)""",
         ),
-        ("code", "ka.aborted_reads(pairs)"),
+        ("code", "ka.aborted_reads(pairs, records)"),
         (
             "code",
             """matched = ka.delivery(records, pairs)
@@ -181,8 +183,7 @@ matched[["topic", "partition", "offset", "key", "consumer", "delay_ms"]]""",
         ("code", "ka.plots.delivery_delays(matched)"),
         (
             "code",
-            """parts = dissector.read_pcap(CAPTURE, table="partitions")
-ka.throughput(parts, freq="10s", by="partition")""",
+            """ka.throughput(parts, freq="10s", by="partition")""",
         ),
         (
             "answer",

@@ -14,7 +14,7 @@ import pytest
 import dissector
 from dissector import analysis as ka
 from dissector import cli
-from dissector.commands.read import in_step, read_tables
+from dissector.source import in_step, read_tables
 
 CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 GROUPS = CAPTURES / "group-rebalance.pcap"
@@ -38,10 +38,10 @@ def rows_json(text):
 
 
 def test_one_dissection_gives_every_table_as_read_pcap_does():
-    """Every table as read_pcap gives it, the records read in full; beside the records table
-    the pairs table's bodies hold batches without their records, as a default read_pcap
-    gives them, and the analyses that read both find the same."""
-    tables = read_tables(TXNS, ("pairs", "partitions", "records", "streams"))
+    """Every table as read_pcap gives it alone, the records read in full; beside the records
+    table the pairs table's bodies hold batches without their records, as a default
+    read_pcap gives them, and the analyses that read both find the same."""
+    tables = dissector.read_pcap(TXNS, table=["pairs", "partitions", "records", "streams"])
     for name, table in tables.items():
         records = "batches" if name == "pairs" else "full"
         expected = dissector.read_pcap(TXNS, table=name, records=records)
@@ -53,6 +53,22 @@ def test_one_dissection_gives_every_table_as_read_pcap_does():
     pairs, records = tables["pairs"], tables["records"]
     pd.testing.assert_frame_equal(ka.transactions(pairs, records), ka.transactions(full, records))
     pd.testing.assert_frame_equal(ka.aborted_reads(pairs, records), ka.aborted_reads(full, records))
+
+
+def test_tables_read_together_keep_the_topics_asked_for():
+    """topics= filters the records and partitions tables read in one pass as it does each
+    read alone (records in full, as beside a records table)."""
+    compression = CAPTURES / "compression.pcap"  # four topics, one a codec
+    together = dissector.read_pcap(
+        compression, table=("records", "partitions"), topics=["comp-lz4"]
+    )
+    for name, table in together.items():
+        alone = dissector.read_pcap(compression, table=name, topics=["comp-lz4"], records="full")
+        pd.testing.assert_frame_equal(table, alone, obj=name)
+        assert len(table) and set(table["topic"]) == {"comp-lz4"}
+    assert read_tables(TXNS, ("streams",))["streams"].equals(
+        dissector.read_pcap(TXNS, table="streams")
+    )
 
 
 def test_in_step_makes_each_output_as_alone_holding_one_output_of_items():

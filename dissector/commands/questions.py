@@ -166,7 +166,7 @@ def answer(q, args, check, options):
     one)."""
     import pandas as pd
 
-    from .read import read_tables
+    from ..source import read_tables
 
     tables = q.tables
     if "records" in tables and options.get("records") != "full":

@@ -102,7 +102,7 @@ def cell_errors(name, nb):
 def findings(capture):
     """`doctor`'s findings for the capture."""
     from ..analysis import diagnose
-    from ..commands.read import read_tables
+    from ..source import read_tables
 
     t = read_tables(capture, ("pairs", "streams", "partitions", "records"))
     return diagnose(t["pairs"], t["streams"], t["partitions"], t["records"])
