@@ -207,6 +207,7 @@ def read_tables(path, tables, ports=(), progress=None, check=iter, **options):
     from functools import partial
 
     from .tables import arrow_batches, build_table, whole_table
+    from .tables.arrow import BATCH_ROWS
 
     if "records" in tables:
         options.setdefault("records", "full")  # a record is only known once its batch is parsed
@@ -217,7 +218,10 @@ def read_tables(path, tables, ports=(), progress=None, check=iter, **options):
         lean["pairs"] = dataclasses.replace(settled, records="batches").record_decoder()
     built = list(dict.fromkeys(t for t in tables if t != "streams"))
     wanted = settled.wanted()
-    makers = [partial(arrow_batches, table=t, wanted=wanted, bodies=lean.get(t)) for t in built]
+    makers = [
+        partial(arrow_batches, table=t, wanted=wanted, bodies=lean.get(t), idle=BATCH_ROWS)
+        for t in built
+    ]
     made = dict(zip(built, in_step(check(dissection), makers), strict=True))
     out = {t: whole_table(_drained(made.pop(t)), t) for t in built}  # a table's batches at once
     if "streams" in tables:
@@ -231,7 +235,8 @@ def read_tables(path, tables, ports=(), progress=None, check=iter, **options):
 def in_step(items, makers):
     """What each of `makers` (a function from an iterable to a generator) makes of the same
     `items`, as lists: the one that has taken the fewest items goes next, so the items taken
-    by one and not yet by all (all that is held of them) are at most one output's worth."""
+    by one and not yet by all (all that is held of them) are at most what one takes between
+    two outputs. A maker may yield None (nothing made yet) to let the others move on."""
     import itertools
 
     taken = [0] * len(makers)
@@ -248,9 +253,12 @@ def in_step(items, makers):
     while going:
         k = min(going, key=taken.__getitem__)
         try:
-            outs[k].append(next(made[k]))
+            out = next(made[k])
         except StopIteration:
             going.discard(k)
+            continue
+        if out is not None:
+            outs[k].append(out)
     return outs
 
 

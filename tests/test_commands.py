@@ -73,7 +73,8 @@ def test_tables_read_together_keep_the_topics_asked_for():
 
 def test_in_step_makes_each_output_as_alone_holding_one_output_of_items():
     """Each maker's outputs are those it makes alone; the items one has taken and another
-    not yet (what the shared iterator holds) never pass the largest output's worth."""
+    not yet (what the shared iterator holds) never pass what one takes between two outputs,
+    None (nothing made yet) among them."""
     made, held = [0], []
 
     def items():
@@ -105,10 +106,22 @@ def test_in_step_makes_each_output_as_alone_holding_one_output_of_items():
 
         return lambda stream: make(counted(stream))
 
+    def at_the_end(stream):  # one output once the stream ends, None every 10 items before
+        seen = []
+        for item in stream:
+            seen.append(item)
+            if len(seen) % 10 == 0:
+                yield None
+                held.append(made[0] - min(taken))
+        yield seen
+
     sizes = (3, 64, 17)
-    outs = in_step(items(), [counting(k, batches(n)) for k, n in enumerate(sizes)])
-    for out, n in zip(outs, sizes, strict=True):
+    taken.append(0)
+    makers = [counting(k, batches(n)) for k, n in enumerate(sizes)]
+    outs = in_step(items(), [*makers, counting(3, at_the_end)])
+    for out, n in zip(outs[:3], sizes, strict=True):
         assert out == list(batches(n)(range(1000)))
+    assert outs[3] == [list(range(1000))]
     assert made[0] == 1000 and max(held) <= max(sizes)
 
 

@@ -42,23 +42,32 @@ def parse_bodies(pairs):
 
 
 def arrow_batches(
-    items, table="pairs", batch_rows=BATCH_ROWS, max_text=MAX_TEXT, wanted=None, bodies=None
+    items,
+    table="pairs",
+    batch_rows=BATCH_ROWS,
+    max_text=MAX_TEXT,
+    wanted=None,
+    bodies=None,
+    idle=None,
 ):
     """Record batches of `table` from exchanges (for "streams", ConnectionEnded events of the
     core, or accounting rows). wanted: the records and partitions tables keep the rows of the
     topics and partitions it takes (Options.wanted). bodies: the record decoder the pairs
-    table's bodies write record sets with, in place of the session's (pairs.json_text)."""
+    table's bodies write record sets with, in place of the session's (pairs.json_text).
+    idle: None is yielded after every `idle` items that completed no batch (exchanges with no
+    partition or record rows), so that a caller feeding several tables one stream of items
+    moves the others on meanwhile (source.in_step). Every item of "pairs" is a row."""
     schema = SCHEMAS[table]
     if table == "pairs":
         yield from _pairs_batches(items, schema, batch_rows, max_text, bodies)
         return
     if table == "records" and RecordColumns is not None:
-        yield from _records_batches(items, batch_rows, wanted)
+        yield from _records_batches(items, batch_rows, wanted, idle)
         return
     from . import ROW_BUILDERS
 
     rows_of = ROW_BUILDERS[table]()
-    rows = []
+    rows, quiet = [], 0
     for item in items:
         if wanted is None or table == "streams":
             rows += rows_of(item)
@@ -66,15 +75,29 @@ def arrow_batches(
             rows += [r for r in rows_of(item) if wanted(r["topic"], r["partition"])]
         if len(rows) >= batch_rows:
             yield pa.RecordBatch.from_pylist(rows, schema=schema)
-            rows = []
+            rows, quiet = [], 0
+        elif idle is not None:
+            quiet += 1
+            if quiet >= idle:
+                yield None
+                quiet = 0
     if rows:
         yield pa.RecordBatch.from_pylist(rows, schema=schema)
 
 
-def _records_batches(exchanges, batch_rows, wanted):
+def _records_batches(exchanges, batch_rows, wanted, idle):
     columns = RecordColumns(max(batch_rows, RECORD_ROWS), RECORD_BYTES, wanted)
+    quiet = 0
     for exchange in exchanges:
-        yield from columns.add(exchange)
+        done = columns.add(exchange)
+        if done:
+            yield from done
+            quiet = 0
+        elif idle is not None:
+            quiet += 1
+            if quiet >= idle:
+                yield None
+                quiet = 0
     last = columns.finish()
     if last is not None:
         yield last
