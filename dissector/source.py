@@ -206,9 +206,11 @@ def read_tables(path, tables, ports=(), progress=None, check=iter, **options):
     import dataclasses
     from functools import partial
 
-    from .tables import arrow_batches, build_table, whole_table
+    from .tables import arrow_batches, build_table, known, whole_table
     from .tables.arrow import BATCH_ROWS
 
+    for table in tables:
+        known(table)
     if "records" in tables:
         options.setdefault("records", "full")  # a record is only known once its batch is parsed
     dissection = dissect(path, ports, progress=progress, streams="streams" in tables, **options)

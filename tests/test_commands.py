@@ -71,6 +71,12 @@ def test_tables_read_together_keep_the_topics_asked_for():
     )
 
 
+def test_an_unknown_table_is_named_before_the_capture_is_read():
+    for table in ("bogus", ["pairs", "bogus"]):
+        with pytest.raises(ValueError, match="unknown table 'bogus'; choose from pairs, "):
+            dissector.read_pcap(CAPTURES / "no-such-file.pcap", table=table)
+
+
 def test_in_step_makes_each_output_as_alone_holding_one_output_of_items():
     """Each maker's outputs are those it makes alone; the items one has taken and another
     not yet (what the shared iterator holds) never pass what one takes between two outputs,

@@ -56,9 +56,14 @@ def build_table(items, table="pairs", wanted=None, bodies=None):
     arrow_batches."""
     from .arrow import arrow_batches
 
+    known(table)
+    return whole_table(arrow_batches(items, table, wanted=wanted, bodies=bodies), table)
+
+
+def known(table):
+    """A ValueError for a table name no schema declares."""
     if table not in TABLES:
         raise ValueError(f"unknown table {table!r}; choose from {', '.join(TABLES)}")
-    return whole_table(arrow_batches(items, table, wanted=wanted, bodies=bodies), table)
 
 
 def whole_table(batches, table):
