@@ -54,10 +54,8 @@ def api_rows(pairs, *names):
     if "request_start" not in pairs:
         return pairs.iloc[picked]
     start = pairs["request_start"].iloc[picked]
-    if "response_start" in pairs:
-        start = start.fillna(
-            pairs["response_start"].iloc[picked]
-        )  # an orphan response: when it came
+    if "response_start" in pairs:  # an orphan response: when it came
+        start = start.fillna(pairs["response_start"].iloc[picked])
     order = start.reset_index(drop=True).sort_values(kind="stable", na_position="last").index
     return pairs.iloc[picked[order]]
 

@@ -177,7 +177,10 @@ def client_rejected_response(t):
 def _served(pairs):
     """(capture, broker) -> api key -> (min, max, frame), from ApiVersions responses decoded
     whole (a response cut by the capture lists only some of the keys)."""
-    versions = pairs[pairs["api_name"] == "ApiVersions"]
+    asked = pairs["api_name"] == "ApiVersions"
+    if "protocol" in pairs:
+        asked &= pairs["protocol"] != "0.7"  # 0.7 has no versions
+    versions = pairs[asked]
     whole = versions[["_stopped_at" not in body(r) for r in versions["response"]]]
     parts = whole.groupby("capture", sort=False) if scope(whole) else [(None, whole)]
     out = {}
