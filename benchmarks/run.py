@@ -206,7 +206,7 @@ def commands(capture: Capture, tmp: Path) -> list[Command]:
         Command("doctor", "kafka-dissect doctor, 2 cores", doctor, **both),
         Command("doctor_full", "kafka-dissect doctor --records full, 2 cores", full, **both),
     ]
-    if capture.key != "real":
+    if capture.name != "real":
         diagnoses = []
     return [
         Command("tshark", "tshark -T fields", [*tshark, *fields]),
