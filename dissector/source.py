@@ -241,6 +241,8 @@ def in_step(items, makers):
     two outputs. A maker may yield None (nothing made yet) to let the others move on."""
     import itertools
 
+    if len(makers) == 1:  # nothing to keep in step
+        return [[out for out in makers[0](items) if out is not None]]
     taken = [0] * len(makers)
 
     def counted(k, copy):
