@@ -81,7 +81,7 @@ def test_in_step_makes_each_output_as_alone_holding_one_output_of_items():
     """Each maker's outputs are those it makes alone; the items one has taken and another
     not yet (what the shared iterator holds) never pass what one takes between two outputs,
     None (nothing made yet) among them."""
-    made, held = [0], []
+    made, held, taken = [0], [], [0] * 4  # items made; made less the fewest taken; taken
 
     def items():
         for i in range(1000):
@@ -102,8 +102,6 @@ def test_in_step_makes_each_output_as_alone_holding_one_output_of_items():
 
         return make
 
-    taken = [0, 0, 0]
-
     def counting(k, make):
         def counted(stream):
             for item in stream:
@@ -122,7 +120,6 @@ def test_in_step_makes_each_output_as_alone_holding_one_output_of_items():
         yield seen
 
     sizes = (3, 64, 17)
-    taken.append(0)
     makers = [counting(k, batches(n)) for k, n in enumerate(sizes)]
     outs = in_step(items(), [*makers, counting(3, at_the_end)])
     for out, n in zip(outs[:3], sizes, strict=True):
