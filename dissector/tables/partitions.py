@@ -57,13 +57,17 @@ def partition_items(body, topic=None, topic_id=None, topic_error=None):
     """(topic, topic id, partition struct, the topic's error) for every partition-level
     struct in a body; the topic's error is that of the struct naming the topic, if any."""
     if isinstance(body, dict):
-        name = next((body[k] for k in TOPIC_KEYS if isinstance(body.get(k), str)), None)
+        name = None
+        for k in TOPIC_KEYS:
+            if isinstance(body.get(k), str):
+                name = body[k]
+                break
         if name is not None or "TopicId" in body:
             topic, topic_id = name or topic, body.get("TopicId", topic_id)
             topic_error = error_of(body)
         for value in body.values():
             if isinstance(value, list) and value and isinstance(value[0], dict):
-                keyed = any(k in value[0] for k in PARTITION_KEYS)
+                keyed = not value[0].keys().isdisjoint(PARTITION_KEYS)
                 for item in value:
                     if keyed and (topic is not None or topic_id is not None):
                         yield topic, topic_id, item, topic_error
@@ -84,7 +88,10 @@ def error_of(struct):
 
 
 def partition_index(item):
-    return next((item[k] for k in PARTITION_KEYS if k in item), None)
+    for k in PARTITION_KEYS:
+        if k in item:
+            return item[k]
+    return None
 
 
 def record_summary(records):
@@ -101,8 +108,10 @@ def record_summary(records):
     # counted at its decompressed size (None while one was not decompressed).
     raw_total = records.get("size")
     codecs = {}  # codec -> [bytes, uncompressed bytes or None]
+    named = set()  # every batch's compression
+    failed, failed_batches = set(), 0  # statuses other than ok, and the batches that have one
     last = None
-    for b in batches:
+    for b in batches:  # one pass: a Fetch response holds thousands of them
         count = b.get("record_count")
         if count is None and data is not None:
             data = None
@@ -111,6 +120,8 @@ def record_summary(records):
         elif data is not None:
             data += count
         codec = b.get("compression")
+        if codec is not None:
+            named.add(codec)
         if codec and codec != "none" and not codec.startswith("unknown"):
             size, raw = b.get("compressed_size") or 0, b.get("uncompressed_size")
             c = codecs.setdefault(codec, [0, 0])
@@ -122,16 +133,19 @@ def record_summary(records):
             last = b["base_offset"] + b["last_offset_delta"]
         elif b.get("records"):
             last = b["records"][-1].get("offset")
-    failed = {b.get("status") for b in batches} - {OK, None}
+        status = b.get("status")
+        if status is not None and status != OK:
+            failed.add(status)
+            failed_batches += 1
     return {
         "batches": len(batches),
-        "failed_batches": sum(b.get("status") in failed for b in batches),
+        "failed_batches": failed_batches,
         "batch_errors": ",".join(sorted(failed)) or None,
         "records": data,
         "control_records": control,
         "bytes": records.get("size"),
         "uncompressed_bytes": raw_total,
-        "compression": ",".join(sorted({b.get("compression") for b in batches} - {None})) or None,
+        "compression": ",".join(sorted(named)) or None,
         "codecs": codecs,
         "last_offset": last,
     }
@@ -180,10 +194,10 @@ def exchange_partitions(e):
         row["error_code"] = code
         row["error_name"] = None if code is None else error_name(code)
         for column, field in FIELDS.items():
-            row[column] = resp.get(field, req.get(field))
+            row[column] = resp[field] if field in resp else req.get(field)
         summary = None
         for side, struct in (("response", resp), ("request", req)):
-            records = struct.get("Records", struct.get("RecordSet"))
+            records = struct["Records"] if "Records" in struct else struct.get("RecordSet")
             if records is not None:
                 summary, row["records_from"] = record_summary(records), side
                 break
