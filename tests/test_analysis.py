@@ -171,6 +171,18 @@ def test_transactions_committed_and_aborted():
     assert txns["producer_id"].nunique() == 1
 
 
+@pytest.mark.parametrize(
+    "name", ["transactions.pcap", "findings-txn-fenced.pcap", "kafka-python.pcap"]
+)
+def test_transactions_of_json_text_as_of_decoded_bodies(name):
+    """Bodies as the tables hold them (JSON text) give the transactions that decoded bodies
+    give, where a capture without a transactional id is passed over without reading one."""
+    pairs = dissector.read_pcap(CAPTURES / name)
+    found = ka.transactions(pairs)
+    pd.testing.assert_frame_equal(found, ka.transactions(dissector.parse_bodies(pairs)))
+    assert len(found) == {"transactions.pcap": 3, "findings-txn-fenced.pcap": 2}.get(name, 0)
+
+
 def test_transaction_outcome_from_markers_without_end_txn():
     pairs = table("transactions")
     txns = ka.transactions(pairs[pairs["api_name"] != "EndTxn"])

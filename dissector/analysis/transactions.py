@@ -222,7 +222,8 @@ def transactions(pairs, records=None):
         done.append(open_txns.pop(txn["transactional_id"]))
 
     read = ("request", "response", "client_id", "error_name", "status", "response_end")
-    for row in api_rows(only(pairs, *ORDERED, *read), *TXN_APIS).itertuples(index=False):
+    followed = TXN_APIS if _named(pairs) else ()  # none where no request names a transaction
+    for row in api_rows(only(pairs, *ORDERED, *read), *followed).itertuples(index=False):
         req, resp = body(row.request), body(row.response)
         if row.api_name == "InitProducerId":
             tid = req.get("TransactionalId")
@@ -269,11 +270,21 @@ def transactions(pairs, records=None):
                 outcome = f"EndTxn {row.error_name or row.status}"
             end(txn, outcome, "EndTxn", row)
     done += open_txns.values()
-    _attach_markers(done, _markers(pairs, names, _control_types(records)))
+    if done:
+        _attach_markers(done, _markers(pairs, names, _control_types(records)))
     out = frame(done, COLUMNS)
     out["duration_ms"] = [_ms(t["start"], t["end"]) for t in done]
     out = out.sort_values("start", kind="stable").reset_index(drop=True)
     return ints(out, "producer_id", "producer_epoch", "records", "produce_requests")
+
+
+def _named(pairs):
+    """Whether a request of the table may name a transactional id, without which nothing is
+    transactional: JSON text that holds one as a string, or bodies not held as text."""
+    requests = pairs.get("request")
+    if requests is None or not pd.api.types.is_string_dtype(requests):
+        return True
+    return bool(requests.str.contains('"TransactionalId":"', regex=False).any())
 
 
 def _ms(start, end):
