@@ -60,6 +60,14 @@ def api_rows(pairs, *names):
     return pairs.iloc[picked[order]]
 
 
+def may_contain(values, text):
+    """Per value of a column of bodies, whether it may hold `text`: where the column is JSON
+    text, whether it does (one vectorised search, no body parsed); elsewhere (dicts) True."""
+    if not pd.api.types.is_string_dtype(values):
+        return pd.Series(True, index=values.index)
+    return values.str.contains(text, regex=False).fillna(False).astype(bool)
+
+
 def only(table, *columns):
     """`table` with only those of `columns` it has, and the capture in a capture set: a loop
     over rows then makes no Python object of the columns it does not read."""

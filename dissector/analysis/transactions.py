@@ -26,6 +26,7 @@ from ._frames import (
     frame,
     has,
     ints,
+    may_contain,
     only,
     scope,
     topic_names,
@@ -280,11 +281,8 @@ def transactions(pairs, records=None):
 
 def _named(pairs):
     """Whether a request of the table may name a transactional id, without which nothing is
-    transactional: JSON text that holds one as a string, or bodies not held as text."""
-    requests = pairs.get("request")
-    if requests is None or not pd.api.types.is_string_dtype(requests):
-        return True
-    return bool(requests.str.contains('"TransactionalId":"', regex=False).any())
+    transactional."""
+    return "request" not in pairs or may_contain(pairs["request"], '"TransactionalId":"').any()
 
 
 def _ms(start, end):

@@ -67,40 +67,46 @@ def arrow_batches(
     from . import ROW_BUILDERS
 
     rows_of = ROW_BUILDERS[table]()
-    rows, quiet = [], 0
-    for item in items:
-        if wanted is None or table == "streams":
-            rows += rows_of(item)
-        else:
-            rows += [r for r in rows_of(item) if wanted(r["topic"], r["partition"])]
-        if len(rows) >= batch_rows:
-            yield pa.RecordBatch.from_pylist(rows, schema=schema)
-            rows, quiet = [], 0
-        elif idle is not None:
-            quiet += 1
-            if quiet >= idle:
-                yield None
-                quiet = 0
-    if rows:
-        yield pa.RecordBatch.from_pylist(rows, schema=schema)
+
+    def completed():  # the batches each item completes
+        rows = []
+        for item in items:
+            if wanted is None or table == "streams":
+                rows += rows_of(item)
+            else:
+                rows += [r for r in rows_of(item) if wanted(r["topic"], r["partition"])]
+            if len(rows) >= batch_rows:
+                yield (pa.RecordBatch.from_pylist(rows, schema=schema),)
+                rows = []
+            else:
+                yield ()
+        if rows:
+            yield (pa.RecordBatch.from_pylist(rows, schema=schema),)
+
+    yield from _paced(completed(), idle)
 
 
 def _records_batches(exchanges, batch_rows, wanted, idle):
     columns = RecordColumns(max(batch_rows, RECORD_ROWS), RECORD_BYTES, wanted)
+    yield from _paced(map(columns.add, exchanges), idle)
+    last = columns.finish()
+    if last is not None:
+        yield last
+
+
+def _paced(completed, idle):
+    """The batches of `completed` (those each item completed, in order); with `idle`, None
+    after every `idle` items in a row that completed none (see arrow_batches)."""
     quiet = 0
-    for exchange in exchanges:
-        done = columns.add(exchange)
-        if done:
-            yield from done
+    for batches in completed:
+        if batches:
+            yield from batches
             quiet = 0
         elif idle is not None:
             quiet += 1
             if quiet >= idle:
                 yield None
                 quiet = 0
-    last = columns.finish()
-    if last is not None:
-        yield last
 
 
 def _pairs_batches(exchanges, schema, batch_rows, max_text, bodies):

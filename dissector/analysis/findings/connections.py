@@ -15,7 +15,7 @@ the conversation itself, read from the `pairs` and `streams` tables.
 
 import pandas as pd
 
-from .._frames import body, has, only, scope, without
+from .._frames import body, has, may_contain, only, scope, without
 from ..advertised import advertised
 from . import Finding, client_label, named
 
@@ -277,8 +277,7 @@ def unexpected_response(t):
     read = ("request", "response_frame", "request_frame", "request_start", "client_id", "client")
     produce = only(pairs, "api_name", "broker", *read)
     answered = (produce["api_name"] == "Produce") & produce["response_frame"].notna()
-    if pd.api.types.is_string_dtype(produce["request"]):  # JSON text: parse only what may say 0
-        answered &= produce["request"].str.contains('"Acks":0', regex=False).fillna(False)
+    answered &= may_contain(produce["request"], '"Acks":0')  # parsed: only those that may say 0
     unasked = [r for r in produce[answered].itertuples(index=False) if _acks(r.request) == 0]
     for rows in _by_client(unasked):
         first = rows[0]

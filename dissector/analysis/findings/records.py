@@ -9,6 +9,7 @@
 
 import pandas as pd
 
+from .._frames import has, scope
 from . import Finding, client_label, named
 
 COLUMNS = ("failed_batches", "batch_errors", "api_name", "client", "broker", "topic")
@@ -36,13 +37,13 @@ def _advice(statuses, produced):
 
 def unreadable_batches(tables):
     parts = tables.partitions
-    if parts is None or len(parts) == 0 or not all(c in parts for c in COLUMNS):
+    if not has(parts, *COLUMNS):
         return
     failed = parts[pd.to_numeric(parts["failed_batches"], errors="coerce").fillna(0) > 0]
     if failed.empty:
         return
-    scope = ["capture"] if "capture" in failed else []
-    keys = [*scope, "client", "broker", "client_id", "api_name"]
+    captured = scope(failed)
+    keys = [*captured, "client", "broker", "client_id", "api_name"]
     failed = failed.assign(client_id=failed["client_id"].where(failed["client_id"].notna(), ""))
     for key, rows in failed.groupby(keys, sort=False, dropna=False):
         first = rows.iloc[0]
@@ -72,7 +73,7 @@ def unreadable_batches(tables):
             broker=first["broker"],
             time=first.get("request_start" if produced else "response_end"),
             extra={
-                **({"capture": key[0]} if scope else {}),
+                **({"capture": key[0]} if captured else {}),
                 "count": count,
                 "statuses": statuses,
                 "topics": topics,
