@@ -124,10 +124,7 @@ def _tune_for_a_whole_capture():
     # numpy (loaded with the tables) starts BLAS threads that spin, on cores the dissection
     # could use; it computes nothing with them here.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    # Arrow's buffers from the C heap, which keep_frames keeps mapped, rather than from
-    # mimalloc, which holds more: a records table's run peaks 43 MB lower (read when pyarrow
-    # makes its first buffer).
-    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+    heap.arrow_from_heap()  # a records table's run peaks 43 MB lower
 
 
 def main(argv=None, own_process=False):

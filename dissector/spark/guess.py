@@ -61,7 +61,7 @@ def run_guess_task(spec, options, table, path, job, name):
     wanted = Options(**options).wanted()
     summary = new_summary(options)
     out = Temporary(path, job, f"{name}.arrow", _ipc_writer)
-    with heap.rarer_collections():
+    with heap.in_a_worker():
         try:
             for batch in arrow_batches(summarised(run, summary), table, wanted=wanted):
                 out.write(batch)

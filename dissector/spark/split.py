@@ -197,7 +197,7 @@ def run_facts_task(spec, options, seeds):
     """A `facts` task (pickled, as it leaves a Spark task). Record sets are only sized: no
     fact depends on what is inside them."""
     run = RangeRun(spec, {**options, "records": "none", "decompress": False}, seeds)
-    with heap.rarer_collections():
+    with heap.in_a_worker():
         for _ in run:
             pass
     return pickle.dumps(run.facts(), pickle.HIGHEST_PROTOCOL)
@@ -208,7 +208,7 @@ def run_rows_task(spec, options, seeds, settled, table, summary=None, streams=No
     declared schema), or for "partitions" lists of rows and the completion moment of each
     row's exchange. `summary`: a Summary that sees every exchange; `streams`: a list that
     gets the accounting rows of the connections the range ends."""
-    with heap.rarer_collections():
+    with heap.in_a_worker():
         yield from _rows(spec, options, seeds, settled, table, summary, streams)
 
 

@@ -38,7 +38,7 @@ def table_batches(capture, table, options, schema, summaries=False):
     base = pa.schema([f for f in schema if f.name != SUMMARY])
     summary = new_summary(options) if summaries else None
     with ExitStack() as stack:
-        stack.enter_context(heap.rarer_collections())
+        stack.enter_context(heap.in_a_worker())
         chosen = Options(**options)
         dissection = _dissection(capture, chosen, stack)
         items = dissection if summary is None else summarised(dissection, summary)
