@@ -188,21 +188,23 @@ def read_pcap(path, ports=(), table="pairs", *, progress=None, **options):
     partition), "records" (one per record; record sets are then decoded in full) or
     "streams" (one per connection and direction: the byte accounting). topics=[...] and
     partitions=[...] keep only those in the records and partitions tables; the records of
-    others are passed over without being decompressed.
+    others are passed over without being decompressed. bodies=False: the pairs table's
+    `request` and `response` columns are left empty (None), for work that needs no body
+    (latency, throughput): their JSON text is much of the table's time and memory.
     """
     if isinstance(table, (list, tuple)):
         return read_tables(path, table, ports, progress, **options)
     return read_tables(path, (table,), ports, progress, **options)[table]
 
 
-def read_tables(path, tables, ports=(), progress=None, check=iter, **options):
+def read_tables(path, tables, ports=(), progress=None, check=iter, bodies=True, **options):
     """{table: DataFrame} for each of `tables`, from one dissection: every table is built as
     the exchanges complete, all in step, so the file is read once and what is held is the
     tables and a batch's worth of exchanges, never the capture's. Beside a records table,
     the pairs table's bodies hold their record sets as batches, without the records (which
     the records table holds once): every record's value written again as JSON took most of
     the memory and time. `check` wraps the stream of exchanges (the command line's error
-    reporting)."""
+    reporting). bodies=False: the pairs table without its bodies (see read_pcap)."""
     import dataclasses
     from functools import partial
 
@@ -221,7 +223,14 @@ def read_tables(path, tables, ports=(), progress=None, check=iter, **options):
     built = list(dict.fromkeys(t for t in tables if t != "streams"))
     wanted = settled.wanted()
     makers = [
-        partial(arrow_batches, table=t, wanted=wanted, bodies=lean.get(t), idle=BATCH_ROWS)
+        partial(
+            arrow_batches,
+            table=t,
+            wanted=wanted,
+            bodies=lean.get(t),
+            idle=BATCH_ROWS,
+            with_bodies=bodies,
+        )
         for t in built
     ]
     made = dict(zip(built, in_step(check(dissection), makers), strict=True))

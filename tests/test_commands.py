@@ -55,6 +55,46 @@ def test_one_dissection_gives_every_table_as_read_pcap_does():
     pd.testing.assert_frame_equal(ka.aborted_reads(pairs, records), ka.aborted_reads(full, records))
 
 
+@pytest.mark.parametrize("capture", [TXNS, GROUPS, CAPTURES / "compression.pcap"])
+def test_pairs_without_bodies_are_the_pairs_but_their_bodies(capture):
+    """bodies=False leaves the pairs table's request and response empty and every other
+    column, and any table read beside it, as they are."""
+    whole = dissector.read_pcap(capture, table=["pairs", "partitions"])
+    bare = dissector.read_pcap(capture, table=["pairs", "partitions"], bodies=False)
+    pd.testing.assert_frame_equal(bare["partitions"], whole["partitions"])
+    bodies = ["request", "response"]
+    assert whole["pairs"]["response"].notna().any()
+    assert bare["pairs"][bodies].isna().all().all()
+    pd.testing.assert_frame_equal(
+        bare["pairs"].drop(columns=bodies), whole["pairs"].drop(columns=bodies)
+    )
+
+
+def test_latency_reads_no_bodies_unless_grouped_by_one(capsys, monkeypatch):
+    """The latency command builds the pairs table without bodies (their JSON text is most of
+    its cost) and answers as the whole table does; grouped by a body, it reads them."""
+    from dissector import source
+
+    expected = ka.latency(dissector.read_pcap(GROUPS), by=["api", "client_id"])
+    asked, read = [], source.read_tables
+
+    def spied(*args, **kwargs):
+        asked.append(args[5])
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(source, "read_tables", spied)
+    status, out, _ = run(capsys, "latency", GROUPS, "--by", "api,client_id", "--format", "csv")
+    got = pd.read_csv(io.StringIO(out))
+    assert status == 0 and asked == [False]
+    assert got[["api_name", "client_id", "requests", "errors"]].values.tolist() == (
+        expected[["api_name", "client_id", "requests", "errors"]].values.tolist()
+    )
+    assert got["p99_ms"].tolist() == pytest.approx(expected["p99_ms"].tolist(), abs=1e-3)
+    _, out, _ = run(capsys, "latency", GROUPS, "--by", "api", "--by", "request", "--format", "csv")
+    assert asked == [False, True]
+    assert pd.read_csv(io.StringIO(out))["request"].notna().any()
+
+
 def test_tables_read_together_keep_the_topics_asked_for():
     """topics= filters the records and partitions tables read in one pass as it does each
     read alone (records in full, as beside a records table)."""

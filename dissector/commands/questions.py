@@ -15,6 +15,7 @@ class Question:
     records: str | None = None  # the --records default, when the analysis needs more
     arguments: list = field(default_factory=list)  # (flags, add_argument keywords)
     failed: object = None  # result -> whether the command exits 1
+    bodies: object = None  # args -> whether the analysis reads the pairs' bodies (None: yes)
 
     def add_arguments(self, parser):
         for flags, kwargs in self.arguments:
@@ -52,6 +53,12 @@ def _by(values):
     """--by api,client --by topic -> ["api", "client", "topic"]."""
     names = [n.strip() for v in values or ["api"] for n in v.split(",") if n.strip()]
     return names[0] if len(names) == 1 else names
+
+
+def _grouped_by_a_body(args):
+    """Whether latency's groups name a body column: else it reads none."""
+    by = _by(args.by)
+    return not {"request", "response"}.isdisjoint([by] if isinstance(by, str) else by)
 
 
 def _latency(t, args):
@@ -116,6 +123,7 @@ QUESTIONS = {
         "latency percentiles per API (or --by other columns), split into network, queue and "
         "broker time",
         _latency,
+        bodies=_grouped_by_a_body,
         arguments=[
             (
                 ["--by"],
@@ -171,9 +179,10 @@ def answer(q, args, check, options):
     tables = q.tables
     if "records" in tables and options.get("records") != "full":
         tables = tuple(t for t in tables if t != "records")  # --records batches: without it
+    bodies = q.bodies is None or q.bodies(args)
     results = []
     for path in args.captures:
-        t = read_tables(path, tables, args.port, args.progress, check, **options)
+        t = read_tables(path, tables, args.port, args.progress, check, bodies, **options)
         results.append(q.analysis(t, args))
     if len(results) == 1:
         return results[0]

@@ -49,6 +49,7 @@ def arrow_batches(
     wanted=None,
     bodies=None,
     idle=None,
+    with_bodies=True,
 ):
     """Record batches of `table` from exchanges (for "streams", ConnectionEnded events of the
     core, or accounting rows). wanted: the records and partitions tables keep the rows of the
@@ -56,10 +57,12 @@ def arrow_batches(
     table's bodies write record sets with, in place of the session's (pairs.json_text).
     idle: None is yielded after every `idle` items that completed no batch (exchanges with no
     partition or record rows), so that a caller feeding several tables one stream of items
-    moves the others on meanwhile (source.in_step). Every item of "pairs" is a row."""
+    moves the others on meanwhile (source.in_step). with_bodies=False: the pairs table's
+    `request` and `response` are left null, for a reader that never looks at them (their
+    JSON text is most of the table's time and memory). Every item of "pairs" is a row."""
     schema = SCHEMAS[table]
     if table == "pairs":
-        yield from _pairs_batches(items, schema, batch_rows, max_text, bodies)
+        yield from _pairs_batches(items, schema, batch_rows, max_text, bodies, with_bodies)
         return
     if table == "records" and RecordColumns is not None:
         yield from _records_batches(items, batch_rows, wanted, idle)
@@ -109,12 +112,12 @@ def _paced(completed, idle):
                 quiet = 0
 
 
-def _pairs_batches(exchanges, schema, batch_rows, max_text, bodies):
-    from .pairs import pairs_row
+def _pairs_batches(exchanges, schema, batch_rows, max_text, bodies, with_bodies=True):
+    from .pairs import pairs_row, plain_row
 
     rows, requests, responses = [], 0, 0  # bytes of text in the batch's two body columns
     for exchange in exchanges:
-        row = pairs_row(exchange, bodies)
+        row = pairs_row(exchange, bodies) if with_bodies else plain_row(exchange)
         request, response = len(row[-2] or ""), len(row[-1] or "")
         if request > max_text or response > max_text:
             row = _left_out(row, max_text)

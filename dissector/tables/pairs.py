@@ -41,3 +41,8 @@ def pairs_row(exchange, records=None):
         json_text(exchange._request, records),
         json_text(exchange._response, records),
     )
+
+
+def plain_row(exchange):
+    """The exchange's row without its bodies (None in their columns)."""
+    return (*_plain_values(exchange), None, None)
