@@ -35,6 +35,13 @@ def build_parser():
         default="pairs",
         help="which table -o writes (default %(default)s)",
     )
+    analyze.add_argument(
+        "--no-bodies",
+        dest="bodies",
+        action="store_false",
+        help="leave the pairs table's request and response empty (work that reads no body: "
+        "latency, throughput)",
+    )
     add_compress_values(analyze)
     add_dissection_arguments(analyze)
     add_run_arguments(analyze)
@@ -94,7 +101,8 @@ def analyze(args):
                     pass
             else:
                 wanted = dissection.dissector.options.wanted()
-                for batch in arrow_batches(exchanges, table, wanted=wanted):
+                made = arrow_batches(exchanges, table, wanted=wanted, with_bodies=args.bodies)
+                for batch in made:
                     writer.write(batch, capture=path)
             if writer is not None and table == "streams":
                 for batch in arrow_batches(dissection.ended, "streams"):

@@ -96,6 +96,21 @@ def test_analyze_writes_the_table(tmp_path, suffix):
     assert json.loads(first) == json.loads(expected.request.iloc[0])
 
 
+def test_analyze_writes_the_pairs_without_bodies(tmp_path):
+    """--no-bodies: the pairs table with empty bodies, every other column as read_pcap's."""
+    out = tmp_path / "pairs.parquet"
+    res = run("analyze", SAMPLE, "-o", out, "--no-bodies", "--no-progress")
+    assert res.returncode == 0, res.stderr
+    got = sort_table(read_table(out), "pairs")
+    expected = dissector.read_pcap(SAMPLE)
+    assert got[["request", "response"]].isna().all().all()
+    assert expected["request"].notna().all()
+    pd.testing.assert_frame_equal(
+        got.drop(columns=["request", "response"]),
+        expected.drop(columns=["request", "response"]),
+    )
+
+
 def test_gzip_capture_gives_the_same_pairs(tmp_path):
     gz = tmp_path / "kafka-python.pcap.gz"
     gz.write_bytes(gzip.compress(SAMPLE.read_bytes()))
