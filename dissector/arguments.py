@@ -85,6 +85,16 @@ def add_dissection_arguments(p):
     )
 
 
+def add_bodies(p):
+    p.add_argument(
+        "--no-bodies",
+        dest="bodies",
+        action="store_false",
+        help="leave the pairs table's request and response empty (work that reads no body: "
+        "latency, throughput)",
+    )
+
+
 def add_compress_values(p):
     p.add_argument(
         "--compress-values",
@@ -122,4 +132,5 @@ def dissection_options(args, written=None):
         "tls_keylog": args.tls_keylog,
         "topics": args.topic,
         "partitions": args.partition,
+        "bodies": getattr(args, "bodies", True),
     }

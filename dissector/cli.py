@@ -8,6 +8,7 @@ import warnings
 
 from . import commands, heap, source
 from .arguments import (
+    add_bodies,
     add_compress_values,
     add_dissection_arguments,
     add_run_arguments,
@@ -35,13 +36,7 @@ def build_parser():
         default="pairs",
         help="which table -o writes (default %(default)s)",
     )
-    analyze.add_argument(
-        "--no-bodies",
-        dest="bodies",
-        action="store_false",
-        help="leave the pairs table's request and response empty (work that reads no body: "
-        "latency, throughput)",
-    )
+    add_bodies(analyze)
     add_compress_values(analyze)
     add_dissection_arguments(analyze)
     add_run_arguments(analyze)
@@ -100,8 +95,10 @@ def analyze(args):
                 for _ in exchanges:
                     pass
             else:
-                wanted = dissection.dissector.options.wanted()
-                made = arrow_batches(exchanges, table, wanted=wanted, with_bodies=args.bodies)
+                chosen = dissection.dissector.options
+                made = arrow_batches(
+                    exchanges, table, wanted=chosen.wanted(), with_bodies=chosen.bodies
+                )
                 for batch in made:
                     writer.write(batch, capture=path)
             if writer is not None and table == "streams":

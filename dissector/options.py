@@ -36,6 +36,9 @@ class Options:
     # the records of others are not decompressed.
     topics: frozenset = field(default_factory=frozenset)
     partitions: frozenset = field(default_factory=frozenset)
+    # The pairs table's request and response as JSON text; False: left empty, for work that
+    # reads no body (their text is much of the table's time and memory).
+    bodies: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "ports", frozenset(self.ports))

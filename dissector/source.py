@@ -197,14 +197,14 @@ def read_pcap(path, ports=(), table="pairs", *, progress=None, **options):
     return read_tables(path, (table,), ports, progress, **options)[table]
 
 
-def read_tables(path, tables, ports=(), progress=None, check=iter, bodies=True, **options):
+def read_tables(path, tables, ports=(), progress=None, check=iter, **options):
     """{table: DataFrame} for each of `tables`, from one dissection: every table is built as
     the exchanges complete, all in step, so the file is read once and what is held is the
     tables and a batch's worth of exchanges, never the capture's. Beside a records table,
     the pairs table's bodies hold their record sets as batches, without the records (which
     the records table holds once): every record's value written again as JSON took most of
     the memory and time. `check` wraps the stream of exchanges (the command line's error
-    reporting). bodies=False: the pairs table without its bodies (see read_pcap)."""
+    reporting)."""
     import dataclasses
     from functools import partial
 
@@ -229,7 +229,7 @@ def read_tables(path, tables, ports=(), progress=None, check=iter, bodies=True, 
             wanted=wanted,
             bodies=lean.get(t),
             idle=BATCH_ROWS,
-            with_bodies=bodies,
+            with_bodies=settled.bodies,
         )
         for t in built
     ]

@@ -79,7 +79,7 @@ def test_latency_reads_no_bodies_unless_grouped_by_one(capsys, monkeypatch):
     asked, read = [], source.read_tables
 
     def spied(*args, **kwargs):
-        asked.append(args[5])
+        asked.append(kwargs["bodies"])
         return read(*args, **kwargs)
 
     monkeypatch.setattr(source, "read_tables", spied)

@@ -588,6 +588,27 @@ def test_topic_and_partition_filters_in_spark(spark):
     assert none.load(path).count() == 0
 
 
+def test_pairs_without_bodies_in_spark(spark, tmp_path):
+    """The format's bodies option, split or whole, and `spark --no-bodies` (whose guess tasks
+    write the rows) leave the pairs' bodies empty and every other column as
+    read_pcap(bodies=False) gives it."""
+    from dissector.cli import build_parser
+    from dissector.spark import cli
+
+    path = str(ROOT / "captures" / "confluent-kafka.pcap")
+    expected = reference(path, "pairs", bodies=False)
+    assert expected and all(row[-2:] == (None, None) for row in expected)  # the bodies
+    assert len(expected) == len(reference(path, "pairs"))
+    for split in ("8k", "1g"):
+        load = spark.read.format("kafka_pcap").option("split_bytes", split)
+        got = load.option("bodies", "false").load(path).toArrow()
+        assert spark_rows(got, path) == expected, split
+    out = tmp_path / "out"
+    args = ["spark", path, "-o", str(out), "--split-bytes", "12k", "--no-bodies"]
+    assert cli.run(build_parser().parse_args(args), spark) == 0
+    assert spark_rows(spark.read.parquet(str(out)).toArrow(), path) == expected
+
+
 def test_a_capture_whose_ranges_never_agree_is_read_whole_with_a_warning(spark, monkeypatch):
     from dissector.spark import Dissected
     from dissector.spark.split import MAX_ROUNDS

@@ -179,10 +179,10 @@ def answer(q, args, check, options):
     tables = q.tables
     if "records" in tables and options.get("records") != "full":
         tables = tuple(t for t in tables if t != "records")  # --records batches: without it
-    bodies = q.bodies is None or q.bodies(args)
+    options = {**options, "bodies": q.bodies is None or q.bodies(args)}
     results = []
     for path in args.captures:
-        t = read_tables(path, tables, args.port, args.progress, check, bodies, **options)
+        t = read_tables(path, tables, args.port, args.progress, check, **options)
         results.append(q.analysis(t, args))
     if len(results) == 1:
         return results[0]

@@ -10,7 +10,12 @@ import sys
 import threading
 import warnings
 
-from ..arguments import add_compress_values, add_dissection_arguments, dissection_options
+from ..arguments import (
+    add_bodies,
+    add_compress_values,
+    add_dissection_arguments,
+    dissection_options,
+)
 from ..errors import DissectorError
 from ..tables import TABLES
 
@@ -44,6 +49,7 @@ def add_parser(subparsers):
         default="us",
         help="us: Spark timestamps (microseconds); ns: int64 nanoseconds since the epoch, exact",
     )
+    add_bodies(p)
     add_compress_values(p)
     p.add_argument(
         "--conf",

@@ -485,7 +485,7 @@ def _options(options):
             out[name] = int(out[name])
     if "tls_keylog" in out:  # the tasks get its lines: they may run where the file is not
         out["tls_secrets"] = KeyLog(out.pop("tls_keylog")).text()
-    for name in ("show_secrets", "decompress"):
+    for name in ("show_secrets", "decompress", "bodies"):
         if isinstance(out.get(name), str):
             out[name] = out[name].lower() == "true"
     return out

@@ -216,7 +216,8 @@ def _rows(spec, options, seeds, settled, table, summary, streams):
     from ..tables import ROW_BUILDERS, arrow_batches
 
     run = RangeRun(spec, options, seeds, settled)
-    wanted = Options(**options).wanted()
+    chosen = Options(**options)
+    wanted = chosen.wanted()
     exchanges = run if summary is None else summarised(run, summary)
     if table == "streams":
         for _ in exchanges:
@@ -232,7 +233,7 @@ def _rows(spec, options, seeds, settled, table, summary, streams):
             order += [(*e.moment, k) for k in range(len(mine))]
         yield rows, order
     else:
-        for batch in arrow_batches(exchanges, table, wanted=wanted):
+        for batch in arrow_batches(exchanges, table, wanted=wanted, with_bodies=chosen.bodies):
             yield batch, None
     ended = streams_rows(run, settled)
     if streams is not None:

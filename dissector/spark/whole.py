@@ -46,7 +46,8 @@ def table_batches(capture, table, options, schema, summaries=False):
             for _ in items:
                 pass
             items = dissection.ended  # the core's connection-ended events
-        for batch in arrow_batches(items, table, wanted=chosen.wanted()):
+        made = arrow_batches(items, table, wanted=chosen.wanted(), with_bodies=chosen.bodies)
+        for batch in made:
             arrays = for_spark(batch, capture, base).columns
             if summaries:
                 arrays.append(pa.nulls(batch.num_rows, pa.binary()))
