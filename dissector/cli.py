@@ -95,11 +95,8 @@ def analyze(args):
                 for _ in exchanges:
                     pass
             else:
-                chosen = dissection.dissector.options
-                made = arrow_batches(
-                    exchanges, table, wanted=chosen.wanted(), with_bodies=chosen.bodies
-                )
-                for batch in made:
+                kept = dissection.dissector.options.for_tables()
+                for batch in arrow_batches(exchanges, table, **kept):
                     writer.write(batch, capture=path)
             if writer is not None and table == "streams":
                 for batch in arrow_batches(dissection.ended, "streams"):

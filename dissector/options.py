@@ -62,6 +62,11 @@ class Options:
             return TopicPartitions(self.topics, self.partitions)
         return None
 
+    def for_tables(self):
+        """The keywords of `tables.arrow_batches` these options give: the topics and
+        partitions kept, and whether the pairs keep their bodies."""
+        return {"wanted": self.wanted(), "with_bodies": self.bodies}
+
     def record_decoder(self):
         """The function a decoder applies to record-set bytes (None: keep only their size)."""
         if self.records == "none":

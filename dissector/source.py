@@ -221,17 +221,9 @@ def read_tables(path, tables, ports=(), progress=None, check=iter, **options):
     if "records" in tables and settled.records == "full":
         lean["pairs"] = dataclasses.replace(settled, records="batches").record_decoder()
     built = list(dict.fromkeys(t for t in tables if t != "streams"))
-    wanted = settled.wanted()
+    kept = settled.for_tables()
     makers = [
-        partial(
-            arrow_batches,
-            table=t,
-            wanted=wanted,
-            bodies=lean.get(t),
-            idle=BATCH_ROWS,
-            with_bodies=settled.bodies,
-        )
-        for t in built
+        partial(arrow_batches, table=t, bodies=lean.get(t), idle=BATCH_ROWS, **kept) for t in built
     ]
     made = dict(zip(built, in_step(check(dissection), makers), strict=True))
     out = {t: whole_table(_drained(made.pop(t)), t) for t in built}  # a table's batches at once

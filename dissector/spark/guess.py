@@ -58,14 +58,13 @@ def run_guess_task(spec, options, table, path, job, name):
 
     suffix = f"#{secrets.token_hex(16)}"  # after an unknown topic id: no name in a capture
     run = RangeRun(spec, options, guess=suffix)
-    chosen = Options(**options)
-    wanted, bodies = chosen.wanted(), chosen.bodies
+    kept = Options(**options).for_tables()
     summary = new_summary(options)
     out = Temporary(path, job, f"{name}.arrow", _ipc_writer)
     with heap.in_a_worker():
         try:
             exchanges = summarised(run, summary)
-            for batch in arrow_batches(exchanges, table, wanted=wanted, with_bodies=bodies):
+            for batch in arrow_batches(exchanges, table, **kept):
                 out.write(batch)
             main = out.rows
             facts = run.facts()  # ends the connections open at the range's end
@@ -76,7 +75,7 @@ def run_guess_task(spec, options, table, path, job, name):
                     part.add(e)
                 flushed[number] = (key, consulted, part, ended)
                 made += exchanges
-            for batch in arrow_batches(made, table, wanted=wanted, with_bodies=bodies):
+            for batch in arrow_batches(made, table, **kept):
                 out.write(batch)
         finally:
             out.close()

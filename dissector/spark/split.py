@@ -233,7 +233,7 @@ def _rows(spec, options, seeds, settled, table, summary, streams):
             order += [(*e.moment, k) for k in range(len(mine))]
         yield rows, order
     else:
-        for batch in arrow_batches(exchanges, table, wanted=wanted, with_bodies=chosen.bodies):
+        for batch in arrow_batches(exchanges, table, **chosen.for_tables()):
             yield batch, None
     ended = streams_rows(run, settled)
     if streams is not None:

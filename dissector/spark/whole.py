@@ -46,8 +46,7 @@ def table_batches(capture, table, options, schema, summaries=False):
             for _ in items:
                 pass
             items = dissection.ended  # the core's connection-ended events
-        made = arrow_batches(items, table, wanted=chosen.wanted(), with_bodies=chosen.bodies)
-        for batch in made:
+        for batch in arrow_batches(items, table, **chosen.for_tables()):
             arrays = for_spark(batch, capture, base).columns
             if summaries:
                 arrays.append(pa.nulls(batch.num_rows, pa.binary()))
