@@ -223,7 +223,8 @@ def read_tables(path, tables, ports=(), progress=None, check=iter, **options):
     built = list(dict.fromkeys(t for t in tables if t != "streams"))
     kept = settled.for_tables()
     makers = [
-        partial(arrow_batches, table=t, bodies=lean.get(t), idle=BATCH_ROWS, **kept) for t in built
+        partial(arrow_batches, table=t, body_records=lean.get(t), idle=BATCH_ROWS, **kept)
+        for t in built
     ]
     made = dict(zip(built, in_step(check(dissection), makers), strict=True))
     out = {t: whole_table(_drained(made.pop(t)), t) for t in built}  # a table's batches at once

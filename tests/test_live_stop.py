@@ -13,6 +13,7 @@ Every run is a child process bounded in time: a run that does not end fails its 
 
 import contextlib
 import fcntl
+import json
 import os
 import re
 import signal
@@ -393,6 +394,30 @@ def test_a_reader_that_cannot_be_interrupted_is_not_waited_for(monkeypatch):
 
 
 # -- output rules -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("output", ["-", "file"])
+def test_the_written_tables_keep_what_the_options_say(tmp_path, runs, output):
+    """--topic keeps a records table's rows of that topic, and --no-bodies leaves the pairs'
+    bodies empty, in a file and in JSON lines, as read_pcap does."""
+    compression = SAMPLE.parent / "compression.pcap"
+    for table, options, kept in (
+        ("records", ["--topic", "comp-lz4"], {"topics": ["comp-lz4"]}),
+        ("pairs", ["--no-bodies"], {"bodies": False}),
+    ):
+        file = tmp_path / f"{table}.jsonl"
+        where = ["-o", "-" if output == "-" else file]
+        run = runs(tmp_path, ["-r", compression, "--table", table, *where, *options])
+        status, _ = run.ended()
+        assert status == 0, run.stderr()
+        text = run.stdout() if output == "-" else file.read_text()
+        got = [json.loads(line) for line in text.splitlines()]
+        expected = dissector.read_pcap(compression, table=table, **kept)
+        assert len(got) == len(expected) > 0, table
+        if table == "records":
+            assert {r["topic"] for r in got} == {"comp-lz4"}
+        else:
+            assert all(r["request"] is None and r["response"] is None for r in got)
 
 
 @pytest.mark.parametrize("output", [None, "-", "file"])

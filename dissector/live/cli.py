@@ -7,8 +7,9 @@ import sys
 import time
 import traceback
 
-from ..arguments import add_dissection_arguments, dissection_options
+from ..arguments import add_bodies, add_dissection_arguments, dissection_options
 from ..errors import DissectorError
+from ..options import Options
 from ..tables import FORMATS, TABLES
 from ..tables.summary import Summary
 from . import sniff
@@ -99,6 +100,7 @@ def add_parser(subparsers):
         help="seconds between figure lines on stderr when stdout is not a terminal",
     )
     add_dissection_arguments(p)
+    add_bodies(p)
     p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     return p
 
@@ -155,12 +157,13 @@ def _writer(args):
     from .output import RotatingWriter, StreamWriter
 
     rotate_bytes = int(args.rotate_mb * 1e6) if args.rotate_mb else None
+    kept = Options(**dissection_options(args)).for_tables()  # --topic, --no-bodies
     if args.output and args.output != "-":
-        return RotatingWriter(args.output, args.table, rotate_bytes, args.rotate_seconds)
+        return RotatingWriter(args.output, args.table, rotate_bytes, args.rotate_seconds, kept=kept)
     if rotate_bytes or args.rotate_seconds:
         raise ValueError("--rotate-mb and --rotate-seconds rotate files: they need -o FILE")
     if _json_stdout(args):
-        return StreamWriter(sys.stdout, args.table)
+        return StreamWriter(sys.stdout, args.table, kept=kept)
     return None
 
 

@@ -12,12 +12,13 @@ from ..tables import arrow_batches
 from ..tables.output import TableWriter, json_lines, output_format
 
 
-def write_json_lines(items, out, table="pairs"):
+def write_json_lines(items, out, table="pairs", kept=None):
     """One JSON object per row of `table` (exchanges; ConnectionEnded events for `streams`),
     the columns as `-o x.jsonl` writes them; flushed, so a reader at the other end of a pipe
-    sees each line at once. Returns the rows written."""
+    sees each line at once. `kept`: what the table keeps (Options.for_tables). Returns the
+    rows written."""
     rows = 0
-    for batch in arrow_batches(items, table) if items else ():
+    for batch in arrow_batches(items, table, **(kept or {})) if items else ():
         for line in json_lines(batch):
             out.write(line)
         rows += batch.num_rows
@@ -30,14 +31,15 @@ class StreamWriter:
     """Rows of one table as JSON lines on a stream (`-o -`: stdout), each batch as it comes;
     the interface of RotatingWriter."""
 
-    def __init__(self, out, table="pairs", name="<stdout>"):
+    def __init__(self, out, table="pairs", name="<stdout>", kept=None):
         self.out = out
         self.table = table
+        self.kept = kept
         self.files = [name]
         self.rows = 0
 
     def add(self, items):
-        self.rows += write_json_lines(items, self.out, self.table)
+        self.rows += write_json_lines(items, self.out, self.table, self.kept)
 
     def tick(self):
         pass
@@ -51,7 +53,8 @@ class RotatingWriter:
 
     rotate_bytes / rotate_seconds: begin a new file past this many bytes written / this age
     (bytes written, not the size on disk, which lags behind what the writer buffers).
-    Rows are written every `batch_rows` rows, and at least every `flush_seconds`.
+    Rows are written every `batch_rows` rows, and at least every `flush_seconds`. `kept`:
+    what the table keeps (Options.for_tables).
     """
 
     def __init__(
@@ -63,6 +66,7 @@ class RotatingWriter:
         batch_rows=2048,
         flush_seconds=2.0,
         clock=time.monotonic,
+        kept=None,
     ):
         output_format(path)  # a bad suffix fails before the capture starts
         self.path = Path(path)
@@ -72,6 +76,7 @@ class RotatingWriter:
         self.batch_rows = batch_rows
         self.flush_seconds = flush_seconds
         self.clock = clock
+        self.kept = kept or {}
         self.files = []  # paths begun, in order
         self.rows = 0
         self._pending = []
@@ -102,7 +107,7 @@ class RotatingWriter:
         self._flushed = self.clock()
         if not items:
             return
-        for batch in arrow_batches(items, self.table, batch_rows=self.batch_rows):
+        for batch in arrow_batches(items, self.table, batch_rows=self.batch_rows, **self.kept):
             if self._writer is None:
                 self._open()
             self._writer.write(batch)

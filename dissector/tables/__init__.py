@@ -50,14 +50,14 @@ CAPTURE_ORDER = {
 }
 
 
-def build_table(items, table="pairs", wanted=None, bodies=None):
+def build_table(items, table="pairs", wanted=None, body_records=None):
     """A pandas DataFrame of a whole table, in capture order, from exchanges (for "streams",
-    the core's ConnectionEnded events or accounting rows); wanted, bodies: see
+    the core's ConnectionEnded events or accounting rows); wanted, body_records: see
     arrow_batches."""
     from .arrow import arrow_batches
 
     known(table)
-    return whole_table(arrow_batches(items, table, wanted=wanted, bodies=bodies), table)
+    return whole_table(arrow_batches(items, table, wanted=wanted, body_records=body_records), table)
 
 
 def known(table):

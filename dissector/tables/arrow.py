@@ -47,13 +47,13 @@ def arrow_batches(
     batch_rows=BATCH_ROWS,
     max_text=MAX_TEXT,
     wanted=None,
-    bodies=None,
+    body_records=None,
     idle=None,
     with_bodies=True,
 ):
     """Record batches of `table` from exchanges (for "streams", ConnectionEnded events of the
     core, or accounting rows). wanted: the records and partitions tables keep the rows of the
-    topics and partitions it takes (Options.wanted). bodies: the record decoder the pairs
+    topics and partitions it takes (Options.wanted). body_records: the record decoder the pairs
     table's bodies write record sets with, in place of the session's (pairs.json_text).
     idle: None is yielded after every `idle` items that completed no batch (exchanges with no
     partition or record rows), so that a caller feeding several tables one stream of items
@@ -62,7 +62,7 @@ def arrow_batches(
     JSON text is most of the table's time and memory). Every item of "pairs" is a row."""
     schema = SCHEMAS[table]
     if table == "pairs":
-        yield from _pairs_batches(items, schema, batch_rows, max_text, bodies, with_bodies)
+        yield from _pairs_batches(items, schema, batch_rows, max_text, body_records, with_bodies)
         return
     if table == "records" and RecordColumns is not None:
         yield from _records_batches(items, batch_rows, wanted, idle)
@@ -112,12 +112,12 @@ def _paced(completed, idle):
                 quiet = 0
 
 
-def _pairs_batches(exchanges, schema, batch_rows, max_text, bodies, with_bodies=True):
+def _pairs_batches(exchanges, schema, batch_rows, max_text, body_records, with_bodies=True):
     from .pairs import pairs_row, plain_row
 
     rows, requests, responses = [], 0, 0  # bytes of text in the batch's two body columns
     for exchange in exchanges:
-        row = pairs_row(exchange, bodies) if with_bodies else plain_row(exchange)
+        row = pairs_row(exchange, body_records) if with_bodies else plain_row(exchange)
         request, response = len(row[-2] or ""), len(row[-1] or "")
         if request > max_text or response > max_text:
             row = _left_out(row, max_text)
