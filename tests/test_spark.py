@@ -85,6 +85,24 @@ def test_whole_and_split_captures_in_one_set(spark, capsys):
         assert text in expected
 
 
+def test_captures_read_whole_are_written_by_one_job(spark, tmp_path):
+    """With no capture split into ranges there is nothing to join: writing runs one Spark
+    job, that of the tasks writing the files (a job more cost a second or so at start)."""
+    from dissector.spark import Dissected
+
+    small = [c for c in CAPTURES if os.path.getsize(c) <= 30_000]
+    sc = spark.sparkContext
+    sc.setJobGroup("whole-captures-only", "one job")
+    try:
+        d = Dissected(spark, small, "30k")
+        written = d.write(str(tmp_path / "out"))
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    assert not d.split
+    assert written == sum(len(reference(c, "pairs")) for c in small)
+    assert len(sc.statusTracker().getJobIdsForGroup("whole-captures-only")) == 1
+
+
 def test_the_format_loads_globs_and_lists(spark):
     """spark.read.format("kafka_pcap") with options, a glob and a list of paths."""
     one, two = CAPTURES[0], CAPTURES[1]
