@@ -592,6 +592,75 @@ def test_the_record_sets_of_one_body_share_one_allowance():
     assert all(r["batches"][0]["status"] == "ok" for r in alone)
 
 
+@pytest.fixture
+def counted(monkeypatch):
+    """The decompressions the codec libraries are asked for, by codec."""
+    from dissector.protocol.records import compression
+
+    calls = []
+    inner = compression._decompress
+
+    def counting(codec, data, meter):
+        calls.append(codec)
+        return inner(codec, data, meter)
+
+    monkeypatch.setattr(compression, "_decompress", counting)
+    monkeypatch.setattr(compression._RECENT, "recent", compression.Recent(), raising=False)
+    return calls
+
+
+@pytest.mark.parametrize("codec", [GZIP, SNAPPY, LZ4, ZSTD])
+def test_a_batch_fetched_again_is_not_decompressed_again(counted, codec):
+    """The same batch bytes (a produce, then each fetch of it) decompress once; the
+    decodings are the same, and each draws on its own allowance as if it had decompressed."""
+    raw = v2(sample(30), codec=codec)
+    other = v2(sample(31), codec=codec)
+    first, again = Allowance(DEFAULT_LIMITS), Allowance(DEFAULT_LIMITS)
+    decoded_once = decode_record_set(raw, DEFAULT_LIMITS, first)
+    assert decode_record_set(raw, DEFAULT_LIMITS, again) == decoded_once
+    assert decoded_once["batches"][0]["status"] == "ok"
+    assert (again.out, again.taken, again.left) == (first.out, first.taken, first.left) != (
+        0, 0, DEFAULT_LIMITS.max_output,
+    )  # fmt: skip
+    decode_record_set(other, DEFAULT_LIMITS, Allowance(DEFAULT_LIMITS))
+    assert counted == [codec, codec]  # raw once, other once
+
+
+def test_an_output_kept_is_held_to_this_bodys_limits(counted):
+    """A kept output passes only where decompressing would: the second copy of a batch in
+    one body past max_output is the bomb it would be without it, after decompressing to see,
+    as a run's ratio stops a batch seen before (test_the_bodies_of_one_run_share_its_ratio)."""
+    raw = v2(sample(40), codec=GZIP)
+    size = decode_record_set(raw)["batches"][0]["uncompressed_size"]
+    limits = Limits(max_output=size + size // 2)
+    result = decode_record_set(raw + raw, limits, Allowance(limits))
+    assert [b["status"] for b in result["batches"]] == ["ok", "decompression_bomb"]
+    assert "limit" in result["batches"][1]["error"]
+    assert counted == [GZIP, GZIP]  # the first decoding; then the copy past the limit
+
+
+def test_what_is_kept_is_bounded(counted):
+    """Outputs are kept up to RECENT_BYTES together, the least recently used let go first,
+    and none larger than RECENT_LARGEST."""
+    from dissector.protocol.records import compression
+
+    kept = compression._RECENT.recent
+    values = [TEXT * 400 + random.randbytes(2_000) for _ in range(600)]  # 20 KB, half random
+    batches = [v2([(TS, b"k", value, [])], codec=LZ4) for value in values]
+    for raw in batches:
+        decode_record_set(raw, DEFAULT_LIMITS, Allowance(DEFAULT_LIMITS))
+    assert 0 < kept.size <= compression.RECENT_BYTES
+    assert len(kept.entries) < 600
+    decode_record_set(batches[-1], DEFAULT_LIMITS, Allowance(DEFAULT_LIMITS))
+    decode_record_set(batches[0], DEFAULT_LIMITS, Allowance(DEFAULT_LIMITS))
+    assert len(counted) == 601  # the last was kept; the first, long let go
+    large = v2([(TS, b"k", TEXT * 25_000 + random.randbytes(1 << 20), [])], codec=LZ4)
+    for _ in range(2):
+        assert decode_record_set(large)["batches"][0]["status"] == "ok"
+    assert len(counted) == 603
+    assert max(len(out) for out in kept.entries.values()) <= compression.RECENT_LARGEST
+
+
 # --- measured, not decoded (the summary with --decompress) -------------------------------
 
 
