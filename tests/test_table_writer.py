@@ -45,8 +45,11 @@ def test_a_file_written_behind_is_the_file_written_in_line(tmp_path):
 
 
 @pytest.mark.parametrize("compress_values", [False, True])
-def test_the_records_payloads_are_written_plain_and_without_min_max(tmp_path, compress_values):
-    # Values and header values never repeat, nor do their minimum and maximum help a reader
+def test_the_records_payloads_are_dictionaries_uncompressed_without_min_max(
+    tmp_path, compress_values
+):
+    # Each record of compression.pcap is produced once and fetched once: as dictionaries its
+    # keys and values are written once. Nor do the values' minimum and maximum help a reader
     # skip a row group; keys keep theirs, so a search for one key skips what cannot hold it.
     exchanges = dissector.dissect(CAPTURES / "compression.pcap", progress=False, records="full")
     batches = list(arrow_batches(exchanges, "records"))
@@ -63,10 +66,19 @@ def test_the_records_payloads_are_written_plain_and_without_min_max(tmp_path, co
             "UNCOMPRESSED" if payload and not compress_values else "SNAPPY"
         )
         assert chunk.is_stats_set == (name not in ("value", "headers.list.element.value"))
+        if payload:
+            assert chunk.has_dictionary_page and "RLE_DICTIONARY" in chunk.encodings
     keys = [k for b in batches for k in b.column("key").to_pylist() if k is not None]
     assert chunks["key"].statistics.min == min(keys)
     assert chunks["key"].statistics.max == max(keys)
-    assert pq.read_table(path).num_rows == sum(b.num_rows for b in batches) > 0
+    values = [v for b in batches for v in b.column("value").to_pylist()]
+    assert len(values) == 40 and len(set(values)) == 20
+    if not compress_values:  # each value's bytes once, and an index a row
+        written = chunks["value"].total_uncompressed_size
+        assert sum(map(len, set(values))) < written < sum(map(len, values))
+    back = pq.read_table(path)
+    assert back.equals(pa.Table.from_batches(batches).cast(back.schema))
+    assert back.schema.field("value").type == pa.binary()  # read back as values, not indices
 
 
 def test_the_bodies_are_written_in_zstd(tmp_path):

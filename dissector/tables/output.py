@@ -32,6 +32,12 @@ PAYLOADS = {"records": ("key", "value", "headers.list.element.value")}
 # faster to write than snappy, twice as fast to read, and a quarter of the size (10 MB against
 # 40 MB).
 BODIES = ("request", "response")
+# The payloads as dictionaries all the same: on real traffic a record crosses the wire in its
+# produce and again in each fetch of it, within a few row groups. 533 MB of the records'
+# keys and values (285,861 records, each seen three times) became 119 MB of file instead of
+# 482 MB, and writing them took 0.57 s instead of 1.0 s. A row group's dictionary may hold
+# all of its payloads (arrow.RECORD_BYTES), past which parquet writes them plain.
+DICTIONARY_PAGE = 64 << 20
 # Payloads with no minimum and maximum in the file: no reader skips a row group by a value's
 # bytes, and computing them went over every byte. Keys keep theirs (a search for one key).
 NO_STATISTICS = {"records": ("value", "headers.list.element.value")}
@@ -148,16 +154,17 @@ class WrittenBehind:
 
 
 def parquet_writer(sink, schema, table, compress_values=False):
-    """A ParquetWriter of `table`'s rows (in `schema`) into `sink`: text that repeats as
-    dictionaries, snappy but for the bodies (zstd) and the records' payloads (none, unless
-    `compress_values`), statistics but for NO_STATISTICS."""
+    """A ParquetWriter of `table`'s rows (in `schema`) into `sink`: text that repeats and the
+    records' payloads as dictionaries, snappy but for the bodies (zstd) and the records'
+    payloads (none, unless `compress_values`), statistics but for NO_STATISTICS."""
     plain = () if compress_values else PAYLOADS.get(table, ())
     unsummed = NO_STATISTICS.get(table, ())
     leaves = _leaves(schema)
     return pq.ParquetWriter(
         sink,
         schema,
-        use_dictionary=_repeating_text(schema),
+        use_dictionary=_repeating_text(schema) + list(PAYLOADS.get(table, ())),
+        dictionary_pagesize_limit=DICTIONARY_PAGE,
         compression={leaf: _codec(leaf, plain) for leaf in leaves},
         write_statistics=[leaf for leaf in leaves if leaf not in unsummed],
     )
