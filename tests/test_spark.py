@@ -87,7 +87,7 @@ def test_whole_and_split_captures_in_one_set(spark, capsys):
 
 def test_captures_read_whole_are_written_by_one_job(spark, tmp_path):
     """With no capture split into ranges there is nothing to join: writing runs one Spark
-    job, that of the tasks writing the files (a job more cost a second or so at start)."""
+    job, that of the tasks writing the files (no empty job of range facts before it)."""
     from dissector.spark import Dissected
 
     small = [c for c in CAPTURES if os.path.getsize(c) <= 30_000]

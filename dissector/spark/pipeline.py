@@ -144,7 +144,7 @@ class Dissected:
 
     def _facts(self, items):
         """The `facts` of tasks [(spec, seeds)], run in Spark, in order."""
-        if not items:  # no split capture: no job (its first costs a second or more)
+        if not items:  # no split capture: no job
             return []
         options = self.options
         tasks, arguments = self._tasks(items)
