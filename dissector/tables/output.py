@@ -164,7 +164,7 @@ def parquet_writer(sink, schema, table, compress_values=False):
         sink,
         schema,
         use_dictionary=_repeating_text(schema) + list(PAYLOADS.get(table, ())),
-        dictionary_pagesize_limit=DICTIONARY_PAGE,
+        dictionary_pagesize_limit=DICTIONARY_PAGE if table in PAYLOADS else None,
         compression={leaf: _codec(leaf, plain) for leaf in leaves},
         write_statistics=[leaf for leaf in leaves if leaf not in unsummed],
     )

@@ -144,8 +144,8 @@ class Recent:
         self.entries[key] = (bytes(data), out)
         self.size += len(data) + len(out)
         while self.size > RECENT_BYTES:
-            _key, (data, out) = self.entries.popitem(last=False)
-            self.size -= len(data) + len(out)
+            _key, (old_data, old_out) = self.entries.popitem(last=False)
+            self.size -= len(old_data) + len(old_out)
 
 
 _RECENT = threading.local()
