@@ -63,8 +63,7 @@ def run_guess_task(spec, options, table, path, job, name):
     out = Temporary(path, job, f"{name}.arrow", _ipc_writer)
     with heap.in_a_worker():
         try:
-            exchanges = summarised(run, summary)
-            for batch in arrow_batches(exchanges, table, **kept):
+            for batch in arrow_batches(summarised(run, summary), table, **kept):
                 out.write(batch)
             main = out.rows
             facts = run.facts()  # ends the connections open at the range's end

@@ -216,8 +216,8 @@ def _rows(spec, options, seeds, settled, table, summary, streams):
     from ..tables import ROW_BUILDERS, arrow_batches
 
     run = RangeRun(spec, options, seeds, settled)
-    chosen = Options(**options)
-    wanted = chosen.wanted()
+    kept = Options(**options).for_tables()
+    wanted = kept["wanted"]
     exchanges = run if summary is None else summarised(run, summary)
     if table == "streams":
         for _ in exchanges:
@@ -233,7 +233,7 @@ def _rows(spec, options, seeds, settled, table, summary, streams):
             order += [(*e.moment, k) for k in range(len(mine))]
         yield rows, order
     else:
-        for batch in arrow_batches(exchanges, table, **chosen.for_tables()):
+        for batch in arrow_batches(exchanges, table, **kept):
             yield batch, None
     ended = streams_rows(run, settled)
     if streams is not None:

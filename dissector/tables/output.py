@@ -157,14 +157,15 @@ def parquet_writer(sink, schema, table, compress_values=False):
     """A ParquetWriter of `table`'s rows (in `schema`) into `sink`: text that repeats and the
     records' payloads as dictionaries, snappy but for the bodies (zstd) and the records'
     payloads (none, unless `compress_values`), statistics but for NO_STATISTICS."""
-    plain = () if compress_values else PAYLOADS.get(table, ())
+    payloads = PAYLOADS.get(table, ())
+    plain = () if compress_values else payloads
     unsummed = NO_STATISTICS.get(table, ())
     leaves = _leaves(schema)
     return pq.ParquetWriter(
         sink,
         schema,
-        use_dictionary=_repeating_text(schema) + list(PAYLOADS.get(table, ())),
-        dictionary_pagesize_limit=DICTIONARY_PAGE if table in PAYLOADS else None,
+        use_dictionary=_repeating_text(schema) + list(payloads),
+        dictionary_pagesize_limit=DICTIONARY_PAGE if payloads else None,
         compression={leaf: _codec(leaf, plain) for leaf in leaves},
         write_statistics=[leaf for leaf in leaves if leaf not in unsummed],
     )

@@ -73,8 +73,14 @@ class Meter:
         return max(1, min(_OUT_CHUNK, self.allowance.left - out + 1))  # 0: unbounded to zlib
 
 
+def _within(total, taken, ratio):
+    """Whether `total` bytes out of `taken` compressed ones keep to the ratio (under the
+    floor, any ratio does)."""
+    return total <= RATIO_FLOOR or total <= ratio * max(taken, 1)
+
+
 def _ratio(total, taken, ratio, where):
-    if total > RATIO_FLOOR and total > ratio * max(taken, 1):
+    if not _within(total, taken, ratio):
         raise DecompressionBomb(
             f"{total} bytes from {taken} compressed bytes passes the ratio {ratio}{where}"
         )
@@ -162,10 +168,12 @@ def _fits(a, out):
     """Whether `out` bytes more pass every check a Meter makes on the way to them, however
     few of the input's bytes it has counted: within what is left, and within the ratio
     without this input (the body's, and the run's)."""
-    if out > a.left or a.out + out > max(RATIO_FLOOR, a.ratio * a.taken):
-        return False
     run = a.run
-    return run is None or run.out + out <= max(RATIO_FLOOR, a.ratio * run.taken)
+    return (
+        out <= a.left
+        and _within(a.out + out, a.taken, a.ratio)
+        and (run is None or _within(run.out + out, run.taken, a.ratio))
+    )
 
 
 def _decompress(codec, data, meter):
