@@ -4,6 +4,7 @@
 * one process: ``kafka-dissect analyze CAPTURE -o pairs.parquet``;
 * Spark: ``kafka-dissect spark CAPTURE -o DIR`` with its defaults (``local[*]``, Spark's
   default memory), plus ``--split-bytes`` and ``--spark-arg`` when given;
+* with ``--table records``, both write the records table instead;
 * Spark's start-up: the same command on a tiny capture (``captures/kafka-python.pcap``, 51
   exchanges): session, JVM, Python workers, planning, all but the work.
 
@@ -11,11 +12,12 @@ Each round runs the three in turn (``--repeat``, default 3), so a change of load
 machine touches all alike; medians. Spark's work is its wall time less the start-up. Peak RSS
 of each command's process tree is sampled from /proc every 0.1 s, the JVM and the Python
 processes (driver and workers) apart. After the timed runs, both outputs must hold as many
-rows with the same ``status`` counts. The table goes to stdout, ``benchmarks/out/spark.md``
-and ``benchmarks/spark.md``; exit status 1 when the outputs differ.
+rows with the same ``status`` counts (``batch_status`` for records). The table goes to
+stdout, ``benchmarks/out/spark.md`` and ``benchmarks/spark.md`` (``spark-records.md`` for
+the records table); exit status 1 when the outputs differ.
 
     python benchmarks/bench_spark.py [--capture benchmarks/out/real8x.pcap] [--repeat 3]
-        [--split-bytes 64m] [--spark-arg=--master=local[2]] ...
+        [--table records] [--split-bytes 64m] [--spark-arg=--master=local[2]] ...
 
 The default capture is made when missing: real.pcap (record_real.py), then 8 copies of it
 played at once (replicate.py).
@@ -41,6 +43,9 @@ TINY = HERE.parent / "captures" / "kafka-python.pcap"
 # The console script beside this interpreter: a shim on PATH would be timed with the command.
 CLI = Path(sys.executable).parent / "kafka-dissect"
 CORES = os.cpu_count()
+# Per table: the column whose counts both outputs must share, and what a row is.
+STATUS = {"pairs": "status", "records": "batch_status"}
+ROW = {"pairs": "exchange", "records": "record"}
 
 
 # --------------------------------------------------------------------------- measuring
@@ -108,12 +113,12 @@ def measured(argv: list[str], log: Path) -> dict:
     return {"wall": wall, **peaks}
 
 
-def status_counts(path: Path) -> dict[str, int]:
-    """Rows per ``status`` of a pairs table: one parquet file, or a partitioned directory."""
+def status_counts(path: Path, table: str = "pairs") -> dict[str, int]:
+    """Rows per status (STATUS) of a table: one parquet file, or a partitioned directory."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    column = pq.read_table(path, columns=["status"])["status"]
+    column = pq.read_table(path, columns=[STATUS[table]])[STATUS[table]]
     return {v["values"]: v["counts"] for v in pc.value_counts(column).to_pylist()}
 
 
@@ -150,15 +155,18 @@ def warm(path: Path) -> None:
 # --------------------------------------------------------------------------- the report
 
 
-def report(capture: Path, runs: dict, exchanges: int, tiny_exchanges: int, spark_cmd: str):
+def report(
+    capture: Path, runs: dict, exchanges: int, tiny_exchanges: int, spark_cmd: str, table: str
+):
     """The table: one process, Spark, Spark's start-up (medians of the runs)."""
     wall = {key: median(r["wall"] for r in rs) for key, rs in runs.items()}
     startup = wall["tiny"]
     work = wall["spark"] - startup
     speedup = wall["one"] / work if work > 0 else None
     mb, tiny_mb = capture.stat().st_size / 1e6, TINY.stat().st_size / 1e6
-    rows = [  # label, MB, exchanges, start-up s, work s, speed-up
-        ("one process: `analyze -o pairs.parquet`", "one", mb, exchanges, None, wall["one"], 1.0),
+    one = "analyze" + ("" if table == "pairs" else f" --table {table}") + f" -o {table}.parquet"
+    rows = [  # label, MB, rows, start-up s, work s, speed-up
+        (f"one process: `{one}`", "one", mb, exchanges, None, wall["one"], 1.0),
         (f"Spark: `{spark_cmd}`", "spark", mb, exchanges, startup, work, speedup),
         (f"Spark start-up: the same on {TINY.name}", "tiny", tiny_mb, tiny_exchanges, startup,
          None, None),
@@ -167,8 +175,9 @@ def report(capture: Path, runs: dict, exchanges: int, tiny_exchanges: int, spark
     def cell(value, spec):
         return "—" if value is None else format(value, spec)
 
+    unit = ROW[table]
     lines = [
-        "| run | capture MB | exchanges | wall s | start-up s | work s | MB/s | µs/exchange "
+        f"| run | capture MB | {unit}s | wall s | start-up s | work s | MB/s | µs/{unit} "
         "| speed-up | per core | peak JVM MB | peak Python MB |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -199,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         "--capture", type=Path, default=OUT / "real8x.pcap", help="default out/real8x.pcap"
     )
     ap.add_argument("--repeat", type=int, default=3, help="rounds (medians), default 3")
+    ap.add_argument("--table", choices=tuple(STATUS), default="pairs", help="default pairs")
     ap.add_argument("--split-bytes", help="passed to kafka-dissect spark")
     ap.add_argument(
         "--spark-arg",
@@ -213,16 +223,21 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"{capture} does not exist")
         default_capture(capture)
     cli = [str(CLI)] if CLI.exists() else [sys.executable, "-m", "dissector"]
-    extra = [*(["--split-bytes", args.split_bytes] if args.split_bytes else []), *args.spark_arg]
+    table = ["--table", args.table] if args.table != "pairs" else []
+    extra = [
+        *table,
+        *(["--split-bytes", args.split_bytes] if args.split_bytes else []),
+        *args.spark_arg,
+    ]
     OUT.mkdir(parents=True, exist_ok=True)
     warm(capture)
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench-spark-", dir=OUT) as name:
         tmp = Path(name)
-        pairs, spark_dir, tiny_dir = tmp / "pairs.parquet", tmp / "spark", tmp / "tiny"
+        pairs, spark_dir, tiny_dir = tmp / f"{args.table}.parquet", tmp / "spark", tmp / "tiny"
         outputs = {"one": pairs, "spark": spark_dir, "tiny": tiny_dir}
         commands = {
-            "one": [*cli, "analyze", str(capture), "--no-progress", "-o", str(pairs)],
+            "one": [*cli, "analyze", str(capture), "--no-progress", *table, "-o", str(pairs)],
             "spark": [*cli, "spark", str(capture), "-o", str(spark_dir), *extra],
             "tiny": [*cli, "spark", str(TINY), "-o", str(tiny_dir), *extra],
         }
@@ -239,8 +254,8 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
         # After the timed runs: the last round's outputs.
-        one, spark = status_counts(pairs), status_counts(spark_dir)
-        tiny_exchanges = sum(status_counts(tiny_dir).values())
+        one, spark = status_counts(pairs, args.table), status_counts(spark_dir, args.table)
+        tiny_exchanges = sum(status_counts(tiny_dir, args.table).values())
     exchanges = sum(one.values())
     counts = ", ".join(f"{k} {v:,}" for k, v in sorted(one.items()))
     same = one == spark
@@ -253,10 +268,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.repeat} round{'s' * (args.repeat > 1)}; Spark in local mode with its "
             "defaults (local[*], default memory) unless said",
             "",
-            *report(capture, runs, exchanges, tiny_exchanges, spark_cmd),
+            *report(capture, runs, exchanges, tiny_exchanges, spark_cmd, args.table),
             "",
             "Work: wall time less Spark's start-up (the median on the tiny capture); the one "
-            "process's is its wall time. MB/s and µs per exchange on the work. Speed-up: the "
+            f"process's is its wall time. MB/s and µs per {ROW[args.table]} on the work. "
+            "Speed-up: the "
             f"one process's wall time over Spark's work; per core: over {CORES} for Spark. "
             "Peak RSS summed over each command's processes (sampled every 0.1 s). "
             + (
@@ -267,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
         ]
     )
     print(text)
-    for path in (OUT / "spark.md", HERE / "spark.md"):
+    name = "spark.md" if args.table == "pairs" else f"spark-{args.table}.md"
+    for path in (OUT / name, HERE / name):
         path.write_text(text + "\n")
     return 0 if same else 1
 
