@@ -234,10 +234,10 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench-spark-", dir=OUT) as name:
         tmp = Path(name)
-        pairs, spark_dir, tiny_dir = tmp / f"{args.table}.parquet", tmp / "spark", tmp / "tiny"
-        outputs = {"one": pairs, "spark": spark_dir, "tiny": tiny_dir}
+        one_file, spark_dir, tiny_dir = tmp / f"{args.table}.parquet", tmp / "spark", tmp / "tiny"
+        outputs = {"one": one_file, "spark": spark_dir, "tiny": tiny_dir}
         commands = {
-            "one": [*cli, "analyze", str(capture), "--no-progress", *table, "-o", str(pairs)],
+            "one": [*cli, "analyze", str(capture), "--no-progress", *table, "-o", str(one_file)],
             "spark": [*cli, "spark", str(capture), "-o", str(spark_dir), *extra],
             "tiny": [*cli, "spark", str(TINY), "-o", str(tiny_dir), *extra],
         }
@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
         # After the timed runs: the last round's outputs.
-        one, spark = status_counts(pairs, args.table), status_counts(spark_dir, args.table)
+        one, spark = status_counts(one_file, args.table), status_counts(spark_dir, args.table)
         tiny_exchanges = sum(status_counts(tiny_dir, args.table).values())
     exchanges = sum(one.values())
     counts = ", ".join(f"{k} {v:,}" for k, v in sorted(one.items()))
@@ -271,9 +271,8 @@ def main(argv: list[str] | None = None) -> int:
             *report(capture, runs, exchanges, tiny_exchanges, spark_cmd, args.table),
             "",
             "Work: wall time less Spark's start-up (the median on the tiny capture); the one "
-            f"process's is its wall time. MB/s and µs per {ROW[args.table]} on the work. "
-            "Speed-up: the "
-            f"one process's wall time over Spark's work; per core: over {CORES} for Spark. "
+            f"process's is its wall time. MB/s and µs per {ROW[args.table]} on the work. Speed-up: "
+            f"the one process's wall time over Spark's work; per core: over {CORES} for Spark. "
             "Peak RSS summed over each command's processes (sampled every 0.1 s). "
             + (
                 f"Checked: both outputs hold {exchanges:,} rows ({counts})."
