@@ -108,8 +108,9 @@ def add_parser(subparsers):
 def run(args):
     signals = _Signals()  # Ctrl-C and SIGTERM are ours from here, until the summary is out
     with signals.installed():
-        writer = _writer(args)
-        live = _sniff(args)
+        options = dissection_options(args, args.table if args.output else None)
+        writer = _writer(args, Options(**options).for_tables())
+        live = _sniff(args, options)
         if writer is not None and args.table == "streams":
             live.on_streams = writer.add
         summary = Summary.of(live.dissector.options)
@@ -127,7 +128,7 @@ def run(args):
     return 0
 
 
-def _sniff(args):
+def _sniff(args, options):
     # The view, the writers and the ring load rich, Arrow and pandas: only for a live run.
     from .ring import PcapRing
 
@@ -142,7 +143,7 @@ def _sniff(args):
         idle=args.idle,
         unanswered=args.unanswered,
         immediate=args.immediate,
-        **dissection_options(args, args.table if args.output else None),
+        **options,
         ring=PcapRing(args.ring, args.ring_files, int(args.ring_mb * 1e6)) if args.ring else None,
     )
 
@@ -152,12 +153,13 @@ def _json_stdout(args):
     return args.output == "-" or (not args.output and not sys.stdout.isatty())
 
 
-def _writer(args):
-    """Where the rows go: a (rotating) file, JSON lines on stdout, or nowhere (the view)."""
+def _writer(args, kept):
+    """Where the rows go: a (rotating) file, JSON lines on stdout, or nowhere (the view);
+    `kept`: what the table keeps of the run's options (Options.for_tables: --topic,
+    --no-bodies)."""
     from .output import RotatingWriter, StreamWriter
 
     rotate_bytes = int(args.rotate_mb * 1e6) if args.rotate_mb else None
-    kept = Options(**dissection_options(args)).for_tables()  # --topic, --no-bodies
     if args.output and args.output != "-":
         return RotatingWriter(args.output, args.table, rotate_bytes, args.rotate_seconds, kept=kept)
     if rotate_bytes or args.rotate_seconds:

@@ -68,7 +68,7 @@ def run_guess_task(spec, options, table, path, job, name):
     run = RangeRun(spec, options, guess=suffix)
     kept = Options(**options).for_tables()
     summary = new_summary(options)
-    out = Temporary(path, job, f"{name}.arrow", partial(_ipc_writer, IPC[table]))
+    out = Temporary(path, job, f"{name}.arrow", partial(pa.ipc.new_file, options=IPC[table]))
     with heap.in_a_worker():
         try:
             for batch in arrow_batches(summarised(run, summary), table, **kept):
@@ -98,10 +98,6 @@ def run_guess_task(spec, options, table, path, job, name):
         "ended": [row for rows in run.ended_rows.values() for row in rows],
     }
     return facts, guess
-
-
-def _ipc_writer(options, sink, schema):
-    return pa.ipc.new_file(sink, schema, options=options)
 
 
 def judge(guess, settled):
