@@ -23,6 +23,7 @@ module that fails to build is skipped with a warning and its Python source runs 
 """
 
 import os
+import sys
 
 from setuptools import setup
 
@@ -72,6 +73,9 @@ def extensions():
     try:
         from Cython.Build import cythonize
     except ImportError:
+        # pip builds with Cython (pyproject's build requirements); a direct `setup.py` call
+        # sees only this environment's packages.
+        print("setup.py: Cython is not installed: nothing is compiled", file=sys.stderr)
         return []
     modules = cythonize(
         HOT_PATH,
