@@ -126,3 +126,22 @@ def test_compiled_and_pure_python_agree(tmp_path, capture, extra):
     if _built():
         assert ran.endswith(EXTENSIONS)
     assert installed == source
+
+
+def test_a_build_without_cython_says_it_compiles_nothing(tmp_path):
+    """`setup.py` run where Cython cannot be imported compiles nothing, and says so (a stale
+    build would otherwise go on shadowing the edited source unnoticed)."""
+    (tmp_path / "Cython").mkdir()
+    (tmp_path / "Cython" / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    env.pop("KAFKA_DISSECT_PURE", None)
+    done = subprocess.run(
+        [sys.executable, "setup.py", "--name"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Cython is not installed: nothing is compiled" in done.stderr
