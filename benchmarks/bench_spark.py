@@ -155,9 +155,7 @@ def warm(path: Path) -> None:
 # --------------------------------------------------------------------------- the report
 
 
-def report(
-    capture: Path, runs: dict, exchanges: int, tiny_exchanges: int, spark_cmd: str, table: str
-):
+def report(capture: Path, runs: dict, count: int, tiny_count: int, spark_cmd: str, table: str):
     """The table: one process, Spark, Spark's start-up (medians of the runs)."""
     wall = {key: median(r["wall"] for r in rs) for key, rs in runs.items()}
     startup = wall["tiny"]
@@ -166,9 +164,9 @@ def report(
     mb, tiny_mb = capture.stat().st_size / 1e6, TINY.stat().st_size / 1e6
     one = "analyze" + ("" if table == "pairs" else f" --table {table}") + f" -o {table}.parquet"
     rows = [  # label, MB, rows, start-up s, work s, speed-up
-        (f"one process: `{one}`", "one", mb, exchanges, None, wall["one"], 1.0),
-        (f"Spark: `{spark_cmd}`", "spark", mb, exchanges, startup, work, speedup),
-        (f"Spark start-up: the same on {TINY.name}", "tiny", tiny_mb, tiny_exchanges, startup,
+        (f"one process: `{one}`", "one", mb, count, None, wall["one"], 1.0),
+        (f"Spark: `{spark_cmd}`", "spark", mb, count, startup, work, speedup),
+        (f"Spark start-up: the same on {TINY.name}", "tiny", tiny_mb, tiny_count, startup,
          None, None),
     ]  # fmt: skip
 
@@ -255,8 +253,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
         # After the timed runs: the last round's outputs.
         one, spark = status_counts(one_file, args.table), status_counts(spark_dir, args.table)
-        tiny_exchanges = sum(status_counts(tiny_dir, args.table).values())
-    exchanges = sum(one.values())
+        tiny_count = sum(status_counts(tiny_dir, args.table).values())
+    count = sum(one.values())  # exchanges or records: the table's rows
     counts = ", ".join(f"{k} {v:,}" for k, v in sorted(one.items()))
     same = one == spark
     date = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
@@ -268,14 +266,14 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.repeat} round{'s' * (args.repeat > 1)}; Spark in local mode with its "
             "defaults (local[*], default memory) unless said",
             "",
-            *report(capture, runs, exchanges, tiny_exchanges, spark_cmd, args.table),
+            *report(capture, runs, count, tiny_count, spark_cmd, args.table),
             "",
             "Work: wall time less Spark's start-up (the median on the tiny capture); the one "
             f"process's is its wall time. MB/s and µs per {ROW[args.table]} on the work. Speed-up: "
             f"the one process's wall time over Spark's work; per core: over {CORES} for Spark. "
             "Peak RSS summed over each command's processes (sampled every 0.1 s). "
             + (
-                f"Checked: both outputs hold {exchanges:,} rows ({counts})."
+                f"Checked: both outputs hold {count:,} rows ({counts})."
                 if same
                 else f"MISMATCH: one process {one}, Spark {spark}."
             ),
