@@ -7,19 +7,20 @@ in the pyspark package, and the project packaged as a zip for its executors.
 Both daemons run in the foreground as children of this process and are stopped by their ids.
 """
 
-import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script
     sys.path.insert(0, str(ROOT))
 from tools.broker import free_port  # noqa: E402
+
+REGISTERED = b"Successfully registered with master"
 
 
 def spark_home():
@@ -38,6 +39,14 @@ def stop_process(proc, grace=20):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def accepts(host, port):
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+    except OSError:
+        return False
+    return True
 
 
 def package_zip(directory):
@@ -80,11 +89,28 @@ class StandaloneCluster:
         self.procs.append((proc, log))
         return proc
 
+    def _await(self, ready, what):
+        """Poll `ready()` until it holds; stop everything if a daemon dies or time runs out."""
+        deadline = time.monotonic() + self.timeout
+        while not ready():
+            for proc, _ in self.procs:
+                if proc.poll() is not None:
+                    self.stop()
+                    raise RuntimeError(f"a Spark daemon exited: see {self.dir}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"{what} not within {self.timeout}s: see {self.dir}")
+            time.sleep(0.25)
+
     def start(self):
         self.dir = tempfile.mkdtemp(prefix="spark-cluster-")
-        port, ui = free_port(), free_port()
+        port = free_port()
         self.url = f"spark://127.0.0.1:{port}"
-        self._daemon("master", "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui))
+        # Web UIs on port 0 (any free port): nothing here reads them, and two ports picked
+        # ahead of time can collide with each other or with a daemon's retry.
+        self._daemon("master", "--host", "127.0.0.1", "--port", str(port), "--webui-port", "0")
+        # A worker that finds no master waits 5 to 15 s before it tries again.
+        self._await(lambda: accepts("127.0.0.1", port), "the master listening")
         self._daemon(
             "worker",
             self.url,
@@ -95,25 +121,14 @@ class StandaloneCluster:
             "--memory",
             self.memory,
             "--webui-port",
-            str(free_port()),
+            "0",
             "--work-dir",
             self.dir,
         )
-        deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=2) as r:
-                    state = json.load(r)
-                if any(w.get("state") == "ALIVE" for w in state.get("workers", [])):
-                    return self
-            except OSError:
-                pass
-            for proc, _ in self.procs:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"a Spark daemon exited: see {self.dir}")
-            time.sleep(0.5)
-        self.stop()
-        raise RuntimeError(f"no Spark worker registered within {self.timeout}s: see {self.dir}")
+        # Ready on the worker's own word that the master took it.
+        log = Path(self.dir) / "worker.log"
+        self._await(lambda: REGISTERED in log.read_bytes(), "the worker registered")
+        return self
 
     @property
     def submit(self):
