@@ -10,17 +10,28 @@ real content type is the last non-zero byte of the plaintext.
 The AEAD ciphers and hashes are the `cryptography` library's.
 """
 
-import hmac
 import struct
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
-from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
 
 from .suites import GCM
 
-HASHES = {"sha256": hashes.SHA256, "sha384": hashes.SHA384}
+# `cryptography`, and OpenSSL's hashes behind hmac, load on first use: 40 ms at start, for
+# every capture with nothing to decrypt.
+AESGCM = ChaCha20Poly1305 = HKDFExpand = InvalidTag = hmac = None
+HASHES = {}
+
+
+def _load():
+    global AESGCM, ChaCha20Poly1305, HKDFExpand, InvalidTag, hmac
+    import hmac
+
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
+
+    HASHES.update(sha256=hashes.SHA256, sha384=hashes.SHA384)
+
+
 TAG = 16  # both AEADs' tag
 EXPLICIT_NONCE = 8  # TLS 1.2 AES-GCM
 _SEQ = struct.Struct(">Q")
@@ -32,6 +43,8 @@ class DecryptError(Exception):
 
 def hkdf_expand_label(hash_name, secret, label, length):
     """RFC 8446 7.1, with an empty context."""
+    if hmac is None:
+        _load()
     full = b"tls13 " + label
     info = struct.pack(">HB", length, len(full)) + full + b"\x00"
     return HKDFExpand(HASHES[hash_name](), length, info).derive(secret)
@@ -39,11 +52,15 @@ def hkdf_expand_label(hash_name, secret, label, length):
 
 def next_secret(suite, secret):
     """The traffic secret after a KeyUpdate."""
+    if hmac is None:
+        _load()
     return hkdf_expand_label(suite.hash, secret, b"traffic upd", HASHES[suite.hash].digest_size)
 
 
 def prf12(hash_name, secret, label, seed, length):
     """TLS 1.2's PRF: P_hash(secret, label + seed)."""
+    if hmac is None:
+        _load()
     seed = label + seed
     out, a = b"", seed
     while len(out) < length:
@@ -53,6 +70,8 @@ def prf12(hash_name, secret, label, seed, length):
 
 
 def _aead(suite, key):
+    if hmac is None:
+        _load()
     return AESGCM(key) if suite.aead == GCM else ChaCha20Poly1305(key)
 
 

@@ -17,6 +17,12 @@ _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _BLOCK_MAX = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1024}
 _UNCOMPRESSED = 0x80000000
+cramjam = None  # loaded on first use, as compression.py says
+
+
+def _load():
+    global cramjam
+    import cramjam
 
 
 def decompress_lz4(data, meter):
@@ -66,7 +72,8 @@ def _frame(mv, pos, out, meter):
     p += 1  # header checksum: not checked, see the module docstring
     block_checksums = flg & 0x10
     scratch = None
-    import cramjam  # loaded on first use, as compression.py says
+    if cramjam is None:
+        _load()
 
     while True:
         (word,) = _U32.unpack_from(mv, p)
