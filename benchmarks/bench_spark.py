@@ -37,6 +37,8 @@ import time
 from pathlib import Path
 from statistics import median
 
+from run import machine  # beside this file: the machine, as the main benchmark names it
+
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
 TINY = HERE.parent / "captures" / "kafka-python.pcap"
@@ -197,6 +199,8 @@ def report(capture: Path, runs: dict, count: int, tiny_count: int, spark_cmd: st
             f"{python:.0f}",
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    ups = [o["wall"] / (s["wall"] - t["wall"]) for o, s, t in zip(*runs.values(), strict=True)]
+    lines += ["", f"Round by round, the speed-up was {min(ups):.2f} to {max(ups):.2f}."]
     return lines
 
 
@@ -261,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     spark_cmd = " ".join(["kafka-dissect spark", *extra])
     text = "\n".join(
         [
-            f"{date}: {capture.name} ({capture.stat().st_size / 1e6:.0f} MB), {CORES} cores, "
+            f"{date}: {capture.name} ({capture.stat().st_size / 1e6:.0f} MB) on {machine()}, "
             f"load average {load:.2f} before, {os.getloadavg()[0]:.2f} after; medians of "
             f"{args.repeat} round{'s' * (args.repeat > 1)}; Spark in local mode with its "
             "defaults (local[*], default memory) unless said",
