@@ -199,7 +199,10 @@ def report(capture: Path, runs: dict, count: int, tiny_count: int, spark_cmd: st
             f"{python:.0f}",
         ]
         lines.append("| " + " | ".join(cells) + " |")
-    ups = [o["wall"] / (s["wall"] - t["wall"]) for o, s, t in zip(*runs.values(), strict=True)]
+    ups = [
+        o["wall"] / (s["wall"] - t["wall"])
+        for o, s, t in zip(runs["one"], runs["spark"], runs["tiny"], strict=True)
+    ]
     lines += ["", f"Round by round, the speed-up was {min(ups):.2f} to {max(ups):.2f}."]
     return lines
 

@@ -2,7 +2,6 @@
 artifact, `spark.read.format("kafka_pcap")` through the client's DataFrameReader."""
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from tools.broker import accepts  # noqa: E402
 from tools.spark_cluster import free_port, spark_home, stop_process  # noqa: E402
 
 
@@ -49,14 +49,10 @@ def connect_server(tmp_path):
     )
     try:
         deadline = time.monotonic() + 120
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 1).close()
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"no Spark Connect server: {(tmp_path / 'connect.log')}")
-                time.sleep(0.5)
+        while not accepts(port):
+            if server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"no Spark Connect server: {(tmp_path / 'connect.log')}")
+            time.sleep(0.5)
         yield f"sc://127.0.0.1:{port}"
     finally:
         stop_process(server, grace=30)

@@ -97,6 +97,15 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
     return True
 
 
+def accepts(port: int, host: str = "127.0.0.1") -> bool:
+    """True when something listening on ``host:port`` takes a connection."""
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that the kernel reports as free right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

@@ -8,7 +8,6 @@ Both daemons run in the foreground as children of this process and are stopped b
 """
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script
     sys.path.insert(0, str(ROOT))
-from tools.broker import free_port  # noqa: E402
+from tools.broker import accepts, free_port  # noqa: E402
 
 REGISTERED = b"Successfully registered with master"
 
@@ -39,14 +38,6 @@ def stop_process(proc, grace=20):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-
-def accepts(host, port):
-    try:
-        socket.create_connection((host, port), timeout=1).close()
-    except OSError:
-        return False
-    return True
 
 
 def package_zip(directory):
@@ -110,7 +101,7 @@ class StandaloneCluster:
         # ahead of time can collide with each other or with a daemon's retry.
         self._daemon("master", "--host", "127.0.0.1", "--port", str(port), "--webui-port", "0")
         # A worker that finds no master waits 5 to 15 s before it tries again.
-        self._await(lambda: accepts("127.0.0.1", port), "the master listening")
+        self._await(lambda: accepts(port), "the master listening")
         self._daemon(
             "worker",
             self.url,

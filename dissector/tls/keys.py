@@ -51,9 +51,7 @@ def hkdf_expand_label(hash_name, secret, label, length):
 
 
 def next_secret(suite, secret):
-    """The traffic secret after a KeyUpdate."""
-    if hmac is None:
-        _load()
+    """The traffic secret after a KeyUpdate (of a RecordKey: the libraries are loaded)."""
     return hkdf_expand_label(suite.hash, secret, b"traffic upd", HASHES[suite.hash].digest_size)
 
 
