@@ -22,8 +22,8 @@ def add_dissection_arguments(p):
     p.add_argument(
         "--decompress",
         action="store_true",
-        help="decompress every compressed batch, to report uncompressed sizes and ratios "
-        "(implied by --records full)",
+        help="decompress every compressed batch, to report uncompressed sizes and ratios in "
+        "the summary (--records full decompresses the records it decodes, not for the summary)",
     )
     p.add_argument(
         "--max-decompressed",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -222,3 +223,53 @@ def test_tshark_sees_kafka_requests(tansu, record):
         check=True,
     ).stdout.split()
     assert {"18", "3", "0"} <= set(out)  # ApiVersions, Metadata, Produce
+
+
+@pytest.mark.parametrize("case", ["SIGINT", "SIGINT ignored by its parent", "unheeded"])
+def test_tls_proxy_stops_with_a_client_still_connected(tmp_path, monkeypatch, case):
+    """The TLS proxy of tools/record_tls.py stops on SIGINT, though its client never hung up
+    and though its parent ignored SIGINT when it started it (a shell's background job does),
+    and reports the connection with the version and suite it negotiated; one that does not
+    end on SIGINT (here: sent a signal it ignores) is killed, its report still read."""
+    import ssl
+
+    from tools import record_tls
+    from tools.record_tls import Proxy, make_certificate
+
+    upstream = socket.create_server(("127.0.0.1", 0))  # a broker that accepts and holds
+    held = []
+    threading.Thread(target=lambda: held.append(upstream.accept()), daemon=True).start()
+    broker = type("Upstream", (), {"port": upstream.getsockname()[1]})()
+    cert, key = make_certificate(tmp_path)
+    if case == "SIGINT ignored by its parent":
+        before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            proxy = Proxy(free_port(), broker, cert, key, "1.3", "TLS_AES_128_GCM_SHA256")
+        finally:
+            signal.signal(signal.SIGINT, before)
+    else:
+        proxy = Proxy(free_port(), broker, cert, key, "1.3", "TLS_AES_128_GCM_SHA256")
+    client = ssl.create_default_context(cafile=str(cert)).wrap_socket(
+        socket.create_connection(("127.0.0.1", proxy.port)), server_hostname="127.0.0.1"
+    )
+    try:
+        client.sendall(b"ping")  # through the proxy to the broker: the connection is up
+        deadline = time.monotonic() + 10
+        while not held and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert held, "the proxy never connected upstream"
+        if case == "unheeded":
+            monkeypatch.setattr(record_tls.signal, "SIGINT", record_tls.signal.SIGCONT)
+            monkeypatch.setattr(Proxy, "STOP_WAIT", 0.5)
+        started = time.monotonic()
+        connections = proxy.stop()
+        assert time.monotonic() - started < 5
+        assert proxy.proc.returncode == (-9 if case == "unheeded" else 0)
+        assert [(c["version"], c["cipher"]) for c in connections] == [
+            ("TLSv1.3", "TLS_AES_128_GCM_SHA256")
+        ]
+    finally:
+        client.close()
+        upstream.close()
+        for conn, _ in held:
+            conn.close()

@@ -204,6 +204,9 @@ async def _serve(listen: int, upstream: int, ctx: ssl.SSLContext) -> None:
 
 def run_proxy(args: argparse.Namespace) -> int:
     ctx = server_context(args.cert, args.key, args.tls, args.suite)
+    # The parent stops this with SIGINT, which Python (and asyncio) leave ignored where the
+    # child inherits it ignored, as in a job a shell put in the background: heeded always.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve(args.proxy, args.upstream, ctx))
     return 0
@@ -223,6 +226,8 @@ Ciphersuites = {suite}
 
 class Proxy:
     """The ``--proxy`` child: TLS on ``port``, plaintext to the broker."""
+
+    STOP_WAIT = 10  # seconds it has to end after SIGINT, before it is killed
 
     def __init__(
         self, port: int, broker: Tansu | SaslBroker, cert: Path, key: Path, tls: str, suite: str
@@ -247,7 +252,11 @@ class Proxy:
         """Stop the child; the connections it reported (version and suite of each)."""
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGINT)
-        out, _ = self.proc.communicate(timeout=10)
+        try:
+            out, _ = self.proc.communicate(timeout=self.STOP_WAIT)
+        except subprocess.TimeoutExpired:  # killed, but what it printed is still read
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            out, _ = self.proc.communicate()
         self.connections = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
         return self.connections
 
