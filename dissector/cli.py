@@ -72,14 +72,19 @@ def checked(dissection, debug):
 
 def analyze(args):
     table = args.table
-    writer = None
+    writer = behind = None
+    options = dissection_options(args, table if args.output else None)
     if args.output:  # Arrow and pandas are loaded only to write a table
-        from .tables import arrow_batches
+        from .tables import arrow_batches, records_behind
         from .tables.output import TableWriter
 
         several = len(args.captures) > 1
-        writer = TableWriter(args.output, table, several, args.compress_values, background=True)
-    options = dissection_options(args, table if args.output else None)
+        if table == "records" and records_behind.usable():  # see records_behind.py
+            writer = behind = records_behind.RecordsBehind(
+                args.output, several, args.compress_values
+            )
+        else:
+            writer = TableWriter(args.output, table, several, args.compress_values, background=True)
     try:
         for path in args.captures:
             dissection = source.dissect(
@@ -94,6 +99,8 @@ def analyze(args):
             if writer is None or table == "streams":
                 for _ in exchanges:
                     pass
+            elif behind is not None:
+                behind.write(exchanges, path, dissection.dissector.options)
             else:
                 kept = dissection.dissector.options.for_tables()
                 for batch in arrow_batches(exchanges, table, **kept):

@@ -13,9 +13,9 @@ from .schema import HEADER, RECORD_TIME, SCHEMAS
 HEADERS = pa.list_(HEADER)
 
 try:  # C (record_columns.pyx): records read from batch bytes into columns
-    from .record_columns import RecordColumns
+    from .record_columns import SETS, RecordColumns, work
 except ImportError:  # built without a C compiler: the records table is built row by row
-    RecordColumns = None
+    RecordColumns = work = SETS = None
 
 try:  # C: text rows gathered from several arrays into one, in capture order
     from .text_buffers import gather_text
@@ -89,8 +89,13 @@ def arrow_batches(
     yield from _paced(completed(), idle)
 
 
+def record_columns(batch_rows=BATCH_ROWS, wanted=None):
+    """The records table's columns, filled exchange by exchange (record_columns.pyx)."""
+    return RecordColumns(max(batch_rows, RECORD_ROWS), RECORD_BYTES, wanted)
+
+
 def _records_batches(exchanges, batch_rows, wanted, idle):
-    columns = RecordColumns(max(batch_rows, RECORD_ROWS), RECORD_BYTES, wanted)
+    columns = record_columns(batch_rows, wanted)
     yield from _paced(map(columns.add, exchanges), idle)
     last = columns.finish()
     if last is not None:

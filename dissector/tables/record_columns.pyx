@@ -286,11 +286,16 @@ cdef class RecordColumns:
 
     def add(self, e):
         """The Arrow batches this exchange completes (a list, usually empty)."""
-        sets = e.record_sets
-        if e.protocol == "0.7" or sets is None or e.api_key not in _APIS or not self._sets(e, sets):
-            for row in exchange_records(e):
-                if self.wanted is None or self.wanted(row["topic"], row["partition"]):
-                    self._row(row)
+        return self.add_work(work(e, self.wanted))
+
+    def add_work(self, item, decoder=None):
+        """The Arrow batches the work of one exchange (`work`) completes; `decoder`: the
+        record decoder of the run, for work made in another process (which holds none)."""
+        if item is not None and item[0] == ROWS:
+            for row in item[1]:
+                self._row(row)
+        elif item is not None:
+            self._sets(item, item[-1] if decoder is None else decoder)
         done, self.done = self.done, []
         return done
 
@@ -300,33 +305,17 @@ cdef class RecordColumns:
 
     # -- what an exchange holds --------------------------------------------------------------
 
-    cdef bint _sets(self, e, tuple record_sets) except -1:
-        """The records of the record sets the scan found; False (nothing read) where the
-        body is no longer only scanned (a reader decoded it): the rows path reads the dict."""
-        side, data, sets = record_sets
-        body = e._request if side == "request" else e._response
-        if not scanned(body):
-            return False
-        # The LazyBody carries the session's record decoder, whose limits say whether and
-        # how far records are read (None: sizes only, as the rows path would find them).
-        if body[-1] is None or not body[-1].limits.records:
-            return True
-        limits = body[-1].limits
-        cdef bytes raw = data if data.__class__ is bytes else bytes(data)
+    cdef int _sets(self, tuple item, decoder) except -1:
+        """The records of the record sets of a SETS work item, as its decoder reads them."""
+        _, exchange, raw, sets, assigned, _own = item
         view = memoryview(raw)
-        allowance = body[-1].allowance()  # the body's record sets share one
-        names = e.topic_names
-        assigned = assigned_offsets(e) if side == "request" and e.api_key == PRODUCE else None
-        frame = e.request_frame if side == "request" else e.response_frame
-        exchange = tuple([getattr(e, name) for name in EXCHANGE_COLUMNS]) + (frame, side)
+        limits = decoder.limits
+        allowance = decoder.allowance()  # the body's record sets share one
         for topic, partition, start, end in sets:
-            topic = names.get(topic, topic) or None
-            if self.wanted is not None and not self.wanted(topic, partition):
-                continue  # passed over unread: nothing decompressed
-            where = exchange + (topic, partition)
             given = None if assigned is None else assigned.get((topic, partition), UNKNOWN)
-            self._set(raw, view, start, end, where, given, limits, allowance)
-        return True
+            self._set(raw, view, start, end, exchange + (topic, partition), given, limits,
+                      allowance)
+        return 0
 
     cdef int _set(self, bytes raw, view, Py_ssize_t pos, Py_ssize_t n, tuple where, assigned,
                   limits, allowance) except -1:
@@ -602,6 +591,46 @@ cdef class RecordColumns:
         self.rows = 0
         self.headers = 0
         return pa.RecordBatch.from_arrays(arrays, schema=RECORDS)
+
+
+# What `work` makes of an exchange: its record rows already made, or its record sets to read.
+ROWS = "rows"
+SETS = "sets"
+
+
+def work(e, wanted=None):
+    """What the records table needs of one exchange, holding nothing of the exchange itself
+    (another process may build the table from it: records_behind.py). None: no rows. (ROWS,
+    rows): rows the rows path made (0.7, APIs other than Produce and Fetch, bodies a reader
+    decoded rather than scanned). (SETS, the exchange's columns with frame and direction, the
+    body's bytes, the record sets `wanted` keeps as (topic, partition, start, end), the
+    offsets its Produce response assigned, the body's record decoder): to be read here. The
+    LazyBody carries the session's record decoder, whose limits say whether and how far
+    records are read (None: sizes only, as the rows path would find them)."""
+    sets = e.record_sets
+    if e.protocol != "0.7" and sets is not None and e.api_key in _APIS:
+        side, data, found = sets
+        body = e._request if side == "request" else e._response
+        if scanned(body):
+            decoder = body[-1]
+            if decoder is None or not decoder.limits.records:
+                return None
+            names = e.topic_names
+            kept = []
+            for topic, partition, start, end in found:
+                topic = names.get(topic, topic) or None
+                if wanted is None or wanted(topic, partition):  # others: unread, undecompressed
+                    kept.append((topic, partition, start, end))
+            if not kept:
+                return None
+            produced = side == "request" and e.api_key == PRODUCE
+            frame = e.request_frame if side == "request" else e.response_frame
+            exchange = tuple([getattr(e, name) for name in EXCHANGE_COLUMNS]) + (frame, side)
+            raw = data if data.__class__ is bytes else bytes(data)
+            return (SETS, exchange, raw, kept, assigned_offsets(e) if produced else None,
+                    decoder)
+    rows = [r for r in exchange_records(e) if wanted is None or wanted(r["topic"], r["partition"])]
+    return (ROWS, rows) if rows else None
 
 
 cdef inline bint _ascii(const unsigned char *p, int64_t n) noexcept nogil:
