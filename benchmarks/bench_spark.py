@@ -1,7 +1,8 @@
 #!/usr/bin/env python
-"""Spark against one process, on the same cores, as whole commands.
+"""Spark against the command line, on the same cores, as whole commands.
 
-* one process: ``kafka-dissect analyze CAPTURE -o pairs.parquet``;
+* the command: ``kafka-dissect analyze CAPTURE -o pairs.parquet``, one process (for the
+  records table, two: a second process writes the table, see tables/records_behind.py);
 * Spark: ``kafka-dissect spark CAPTURE -o DIR`` with its defaults (``local[*]``, Spark's
   default memory), plus ``--split-bytes`` and ``--spark-arg`` when given;
 * with ``--table records``, both write the records table instead;
@@ -158,7 +159,7 @@ def warm(path: Path) -> None:
 
 
 def report(capture: Path, runs: dict, count: int, tiny_count: int, spark_cmd: str, table: str):
-    """The table: one process, Spark, Spark's start-up (medians of the runs)."""
+    """The table: the command, Spark, Spark's start-up (medians of the runs)."""
     wall = {key: median(r["wall"] for r in rs) for key, rs in runs.items()}
     startup = wall["tiny"]
     work = wall["spark"] - startup
@@ -166,7 +167,7 @@ def report(capture: Path, runs: dict, count: int, tiny_count: int, spark_cmd: st
     mb, tiny_mb = capture.stat().st_size / 1e6, TINY.stat().st_size / 1e6
     one = "analyze" + ("" if table == "pairs" else f" --table {table}") + f" -o {table}.parquet"
     rows = [  # label, MB, rows, start-up s, work s, speed-up
-        (f"one process: `{one}`", "one", mb, count, None, wall["one"], 1.0),
+        (f"the command: `{one}`", "one", mb, count, None, wall["one"], 1.0),
         (f"Spark: `{spark_cmd}`", "spark", mb, count, startup, work, speedup),
         (f"Spark start-up: the same on {TINY.name}", "tiny", tiny_mb, tiny_count, startup,
          None, None),
@@ -275,14 +276,14 @@ def main(argv: list[str] | None = None) -> int:
             "",
             *report(capture, runs, count, tiny_count, spark_cmd, args.table),
             "",
-            "Work: wall time less Spark's start-up (the median on the tiny capture); the one "
-            f"process's is its wall time. MB/s and µs per {ROW[args.table]} on the work. Speed-up: "
-            f"the one process's wall time over Spark's work; per core: over {CORES} for Spark. "
+            "Work: wall time less Spark's start-up (the median on the tiny capture); the "
+            f"command's is its wall time. MB/s and µs per {ROW[args.table]} on the work. Speed-up: "
+            f"the command's wall time over Spark's work; per core: over {CORES} for Spark. "
             "Peak RSS summed over each command's processes (sampled every 0.1 s). "
             + (
                 f"Checked: both outputs hold {count:,} rows ({counts})."
                 if same
-                else f"MISMATCH: one process {one}, Spark {spark}."
+                else f"MISMATCH: the command {one}, Spark {spark}."
             ),
         ]
     )

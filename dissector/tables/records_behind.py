@@ -27,7 +27,7 @@ from ..protocol.records import RecordSets
 from . import arrow
 from .output import TableWriter
 
-MESSAGE = 4 << 20  # bytes of record sets gathered before they are sent
+MESSAGE = 4 << 20  # bytes of record sets (or keys and values) gathered before they are sent
 _WAIT = 60  # seconds the child has to close the file once told
 
 
@@ -72,6 +72,8 @@ class RecordsBehind:
             if item[0] == arrow.SETS:  # the child has a record decoder of its own
                 item = item[:-1] + (None,)
                 size += len(item[2])
+            else:  # rows made here
+                size += sum(len(r.get("key") or b"") + len(r["value"] or b"") for r in item[1])
             items.append(item)
             if size >= MESSAGE or len(items) >= arrow.BATCH_ROWS:
                 self._send(("work", items))
