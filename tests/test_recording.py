@@ -234,21 +234,19 @@ def test_tls_proxy_stops_with_a_client_still_connected(tmp_path, monkeypatch, ca
     import ssl
 
     from tools import record_tls
-    from tools.record_tls import Proxy, make_certificate
 
     upstream = socket.create_server(("127.0.0.1", 0))  # a broker that accepts and holds
     held = []
     threading.Thread(target=lambda: held.append(upstream.accept()), daemon=True).start()
     broker = type("Upstream", (), {"port": upstream.getsockname()[1]})()
-    cert, key = make_certificate(tmp_path)
+    cert, key = record_tls.make_certificate(tmp_path)
+    before = signal.getsignal(signal.SIGINT)
     if case == "SIGINT ignored by its parent":
-        before = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
-            proxy = Proxy(free_port(), broker, cert, key, "1.3", "TLS_AES_128_GCM_SHA256")
-        finally:
-            signal.signal(signal.SIGINT, before)
-    else:
-        proxy = Proxy(free_port(), broker, cert, key, "1.3", "TLS_AES_128_GCM_SHA256")
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        proxy = record_tls.Proxy(free_port(), broker, cert, key, "1.3", "TLS_AES_128_GCM_SHA256")
+    finally:
+        signal.signal(signal.SIGINT, before)
     client = ssl.create_default_context(cafile=str(cert)).wrap_socket(
         socket.create_connection(("127.0.0.1", proxy.port)), server_hostname="127.0.0.1"
     )
@@ -260,7 +258,7 @@ def test_tls_proxy_stops_with_a_client_still_connected(tmp_path, monkeypatch, ca
         assert held, "the proxy never connected upstream"
         if case == "unheeded":
             monkeypatch.setattr(record_tls.signal, "SIGINT", record_tls.signal.SIGCONT)
-            monkeypatch.setattr(Proxy, "STOP_WAIT", 0.5)
+            monkeypatch.setattr(record_tls.Proxy, "STOP_WAIT", 0.5)
         started = time.monotonic()
         connections = proxy.stop()
         assert time.monotonic() - started < 5

@@ -68,8 +68,7 @@ def prf12(hash_name, secret, label, seed, length):
 
 
 def _aead(suite, key):
-    if hmac is None:
-        _load()
+    """The AEAD of a RecordKey, made once its key is derived (the libraries are loaded)."""
     return AESGCM(key) if suite.aead == GCM else ChaCha20Poly1305(key)
 
 
